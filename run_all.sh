@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# storybench: set-up plus the study, or the tests.
+#   ./run_all.sh [--profile smoke|cpu|paper] [--only 01,03] [--from 02]   run the notebooks (default profile: cpu)
+#   ./run_all.sh --tests [pytest args]                                   run the test suite
+#   ./run_all.sh --setup                                                 only create/refresh .venv
+# The first call creates .venv (or $STORYBENCH_VENV) and installs the project into it.
+set -euo pipefail
+cd "$(dirname "$0")"
+VENV="${STORYBENCH_VENV:-.venv}"
+PY="${PYTHON:-python3}"
+
+setup() {
+  if [ ! -x "$VENV/bin/python" ]; then
+    echo "run_all: creating $VENV" >&2
+    "$PY" -m venv "$VENV"
+  fi
+  local stamp="$VENV/.storybench-installed"
+  if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || ! "$VENV/bin/python" -c "import helpers, papermill, torch" 2>/dev/null; then
+    local t0=$SECONDS
+    echo "run_all: installing the project into $VENV (first run only)" >&2
+    # torch first, pinned: on a CPU-only machine this must be a CPU build, never a multi-GB CUDA wheel.
+    # TORCH_SPEC / TORCH_INDEX_URL let a GPU user choose (e.g. TORCH_INDEX_URL=https://download.pytorch.org/whl/cu124).
+    local torch_spec="${TORCH_SPEC:-torch==2.13.0}"
+    if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
+      if [ -n "${TORCH_INDEX_URL:-}" ]; then
+        "$VENV/bin/pip" install -q "$torch_spec" --index-url "$TORCH_INDEX_URL"
+      else
+        "$VENV/bin/pip" install -q "$torch_spec"
+      fi
+    fi
+    "$VENV/bin/pip" install -q -e . 2>&1 | grep -v "is ignored" >&2 || true
+    "$VENV/bin/python" -c "import helpers, papermill, torch" || { echo "run_all: installation failed" >&2; exit 1; }
+    touch "$stamp"
+    echo "run_all: set-up took $((SECONDS - t0)) s" >&2
+  fi
+}
+
+case "${1:-}" in
+  --setup) setup ;;
+  --tests)
+    shift; setup
+    set +e
+    "$VENV/bin/python" -m pytest "$@"
+    rc=$?
+    set -e
+    if [ $rc -eq 5 ]; then echo "run_all: pytest collected no tests: that is a failure" >&2; exit 1; fi
+    exit $rc ;;
+  -h|--help) setup; exec "$VENV/bin/python" -m helpers.runner --help ;;
+  *) setup; exec "$VENV/bin/python" -m helpers.runner "$@" ;;
+esac

@@ -1,0 +1,7 @@
+"""storybench helpers: one module per pipeline stage.
+
+Data flows one way:
+    config/artifacts -> data -> budgets -> tokenizers -> decoder/ltg_bert -> training
+    -> generation -> diversity -> evaluation/finetune/judge -> interpret -> reporting
+"""
+__version__ = "0.1.0"

@@ -1,0 +1,231 @@
+"""Word budgets and the budget ledger (STUDY.md §1).
+
+* TinyStories budgets are **nested**: the stories are shuffled once with a seed, then a budget of B words takes
+  whole stories from the front until adding the next would exceed B (so 0.5M ⊂ 1M ⊂ …, like the reference
+  code's prefixes of the train file).
+* BabyLM is sampled at document level the same way (seeded shuffle of documents, then a prefix).
+* The **ledger** records, for every corpus, its words by source, the input file checksums and the seed, and
+  checks the challenge rule |D_baby| + |D_tiny| ≤ track budget (D_gen is free, but its generator must have been
+  trained within the budget).
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from .artifacts import read_json, write_json
+from .data import Document, count_words
+
+PAPER_BUDGETS = [5_000_000, 10_000_000, 25_000_000, 50_000_000, 75_000_000, 100_000_000, 440_000_000]
+TRACKS = {"strict-small": 10_000_000, "strict": 100_000_000}
+
+
+class BudgetError(ValueError):
+    """A budget that cannot be met, or a corpus mix that breaks the challenge rule."""
+
+
+def fmt_words(n: float) -> str:
+    """``1250000 -> '1.25M'``, ``50000 -> '50k'``."""
+    if n >= 1_000_000:
+        return f"{n / 1e6:g}M"
+    if n >= 1_000:
+        return f"{n / 1e3:g}k"
+    return str(int(n))
+
+
+def shuffled_order(n: int, seed: int) -> list[int]:
+    order = list(range(n))
+    random.Random(seed).shuffle(order)
+    return order
+
+
+def take_prefix(word_counts: Sequence[int], order: Sequence[int], budget: int) -> list[int]:
+    """Indices (in ``order``) of whole items taken until adding the next would exceed ``budget`` words."""
+    total = sum(word_counts)
+    if budget > total:
+        raise BudgetError(
+            f"budget of {budget:,} words exceeds the {total:,} words available; lower the budget or add data"
+        )
+    taken, used = [], 0
+    for i in order:
+        if used + word_counts[i] > budget:
+            break
+        taken.append(i)
+        used += word_counts[i]
+    return taken
+
+
+def nested_budgets(texts: Sequence[str], budgets: Iterable[int], seed: int) -> dict[int, list[int]]:
+    """``budget -> indices`` of the texts in each budget; every smaller budget is a prefix of every larger one."""
+    counts = [count_words(t) for t in texts]
+    order = shuffled_order(len(texts), seed)
+    return {int(b): take_prefix(counts, order, int(b)) for b in sorted(budgets)}
+
+
+def sample_documents(docs: Sequence[Document], budget: int, seed: int) -> list[Document]:
+    """Document-level BabyLM sample of at most ``budget`` words (seeded shuffle, then prefix)."""
+    idx = take_prefix([d.words for d in docs], shuffled_order(len(docs), seed), budget)
+    return [docs[i] for i in idx]
+
+
+# ----------------------------------------------------------------------------- ledger
+@dataclass
+class CorpusEntry:
+    """One corpus in the ledger."""
+
+    name: str
+    kind: str  # "tiny" | "baby" | "gen"
+    words_by_source: dict[str, int]
+    seed: int | None = None
+    files: dict[str, str] = field(default_factory=dict)  # input file -> sha256
+    budget: int | None = None  # the nominal budget it was sampled for
+    generator_corpus: str | None = None  # for D_gen: the corpus its generator was trained on
+    path: str | None = None
+    note: str = ""
+
+    @property
+    def words(self) -> int:
+        return sum(self.words_by_source.values())
+
+
+class Ledger:
+    """Budget ledger: every corpus with its words by source, checksums and seed; enforces the track rule."""
+
+    def __init__(self, path: str | Path | None = None):
+        self.path = Path(path) if path else None
+        self.entries: dict[str, CorpusEntry] = {}
+        if self.path and self.path.is_file():
+            for e in read_json(self.path)["corpora"]:
+                self.entries[e["name"]] = CorpusEntry(**e)
+
+    def add(self, entry: CorpusEntry, save: bool = True) -> CorpusEntry:
+        if entry.kind not in ("tiny", "baby", "gen"):
+            raise ValueError(f"corpus kind must be tiny, baby or gen, not {entry.kind!r}")
+        if entry.kind == "gen" and entry.generator_corpus is None:
+            raise ValueError(f"generated corpus {entry.name!r} must name the corpus its generator was trained on")
+        self.entries[entry.name] = entry
+        if save and self.path:
+            self.save()
+        return entry
+
+    def __getitem__(self, name: str) -> CorpusEntry:
+        try:
+            return self.entries[name]
+        except KeyError:
+            raise KeyError(f"corpus {name!r} is not in the ledger (known: {', '.join(sorted(self.entries)) or 'none'})") from None
+
+    def save(self) -> None:
+        if not self.path:
+            raise ValueError("ledger has no path")
+        write_json(self.path, {"corpora": [asdict(e) for e in self.entries.values()]})
+
+    def check_mix(self, names: Sequence[str], track_budget: int, allow_over_budget: bool = False) -> dict[str, int]:
+        """Words per kind of a mix; raises :class:`BudgetError` if |D_baby| + |D_tiny| > ``track_budget`` or a
+        generator was trained on more than the track budget (unless ``allow_over_budget``)."""
+        words = {"baby": 0, "tiny": 0, "gen": 0}
+        problems = []
+        for n in names:
+            e = self[n]
+            words[e.kind] += e.words
+            if e.kind == "gen":
+                g = self[e.generator_corpus]
+                if g.words > track_budget:
+                    problems.append(
+                        f"the generator of {n!r} was trained on {g.name!r} ({g.words:,} words) > track budget {track_budget:,}"
+                    )
+        counted = words["baby"] + words["tiny"]
+        if counted > track_budget:
+            problems.append(
+                f"|D_baby| + |D_tiny| = {words['baby']:,} + {words['tiny']:,} = {counted:,} words > track budget {track_budget:,}"
+            )
+        if problems and not allow_over_budget:
+            raise BudgetError(
+                f"mix {list(names)} breaks the challenge rule: " + "; ".join(problems)
+                + " (pass allow_over_budget=True to train it anyway, outside the challenge rules)"
+            )
+        return words
+
+    def table(self):
+        import pandas as pd
+
+        rows = []
+        for e in self.entries.values():
+            rows.append(
+                {
+                    "corpus": e.name,
+                    "kind": e.kind,
+                    "budget": fmt_words(e.budget) if e.budget else "",
+                    "words": e.words,
+                    **{f"words:{k}": v for k, v in sorted(e.words_by_source.items())},
+                    "seed": e.seed,
+                    "generator corpus": e.generator_corpus or "",
+                }
+            )
+        df = pd.DataFrame(rows)
+        cols = [c for c in df.columns if c.startswith("words")]
+        df[cols] = df[cols].fillna(0).astype(int)
+        return df
+
+    def mix_table(self, mixes: Sequence[Sequence[str]], track_budget: int):
+        """One row per candidate mix: words per kind and whether the challenge rule accepts it."""
+        import pandas as pd
+
+        rows = []
+        for mix in mixes:
+            words = self.check_mix(mix, track_budget, allow_over_budget=True)
+            try:
+                self.check_mix(mix, track_budget)
+                verdict = "fits"
+            except BudgetError:
+                verdict = "refused"
+            rows.append({"mix": " + ".join(mix), **{f"|D_{k}|": v for k, v in words.items()},
+                         "|D_baby|+|D_tiny|": words["baby"] + words["tiny"], "track budget": track_budget, "rule": verdict})
+        return pd.DataFrame(rows)
+
+
+# ----------------------------------------------------------------------------- the data stage
+def prepare_corpora(
+    out_dir: str | Path,
+    tiny_stories: Sequence[str],
+    tiny_files: dict[str, str],
+    baby_docs: Sequence[Document],
+    baby_files: dict[str, str],
+    tiny_budgets: Iterable[int],
+    baby_budgets: Iterable[int],
+    seed: int,
+) -> Ledger:
+    """Write the nested TinyStories budgets (``tiny-<B>.jsonl``) and BabyLM samples (``baby-<B>.jsonl``) under
+    ``out_dir`` and register them in ``out_dir/ledger.json``. Each row: ``{"id", "source", "text"}``; TinyStories
+    ids are indices into ``tiny_stories`` so later stages can point back at the exact training story."""
+    from .artifacts import write_jsonl
+
+    out = Path(out_dir)
+    ledger = Ledger(out / "ledger.json")
+    for b, idx in nested_budgets(tiny_stories, tiny_budgets, seed).items():
+        name = f"tiny-{fmt_words(b)}"
+        write_jsonl(out / f"{name}.jsonl", ({"id": i, "source": "tinystories", "text": tiny_stories[i]} for i in idx))
+        ledger.add(
+            CorpusEntry(name, "tiny", {"tinystories": sum(count_words(tiny_stories[i]) for i in idx)}, seed, dict(tiny_files), b, path=f"{name}.jsonl"),
+            save=False,
+        )
+    order = shuffled_order(len(baby_docs), seed)
+    counts = [d.words for d in baby_docs]
+    for b in sorted(int(x) for x in baby_budgets):
+        idx = take_prefix(counts, order, b)
+        name = f"baby-{fmt_words(b)}"
+        write_jsonl(out / f"{name}.jsonl", ({"id": i, "source": baby_docs[i].source, "text": baby_docs[i].text} for i in idx))
+        by_src: dict[str, int] = {}
+        for i in idx:
+            by_src[baby_docs[i].source] = by_src.get(baby_docs[i].source, 0) + counts[i]
+        ledger.add(CorpusEntry(name, "baby", by_src, seed, dict(baby_files), b, path=f"{name}.jsonl"), save=False)
+    ledger.save()
+    return ledger
+
+
+def read_corpus(path: str | Path) -> list[dict]:
+    """Rows of a corpus written by :func:`prepare_corpora` (or a generated corpus)."""
+    from .artifacts import read_jsonl
+
+    return read_jsonl(path)

@@ -1,0 +1,78 @@
+"""Reports: tables (CSV + Markdown), figures (PNG) and the manifest of each notebook run.
+
+Everything lands under ``reports/<profile>/``: ``tables/<name>.csv`` and ``tables/<name>.md``,
+``figures/<name>.png``, and ``manifest.json`` which records, per notebook, its params, the git revision, the
+helper package version and the SHA-256 of every input data file.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import platform
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .artifacts import atomic_path, read_json, write_json, write_text
+from .config import repo_root, reports_dir
+
+
+def save_table(df, name: str, profile: str, index: bool = False, floatfmt: str = ".4f", caption: str | None = None) -> Path:
+    """Write ``df`` as ``tables/<name>.csv`` and a Markdown rendering ``tables/<name>.md``; returns the CSV path."""
+    d = reports_dir(profile) / "tables"
+    csv = d / f"{name}.csv"
+    with atomic_path(csv) as tmp:
+        df.to_csv(tmp, index=index)
+    md = df.to_markdown(index=index, floatfmt=floatfmt) if _has_tabulate() else df.to_string(index=index)
+    write_text(d / f"{name}.md", (f"{caption}\n\n" if caption else "") + md + "\n")
+    return csv
+
+
+def _has_tabulate() -> bool:
+    try:
+        import tabulate  # noqa: F401
+
+        return True
+    except ImportError:
+        return False
+
+
+def save_figure(fig, name: str, profile: str, dpi: int = 120) -> Path:
+    """Save a matplotlib figure as ``figures/<name>.png`` (atomically)."""
+    out = reports_dir(profile) / "figures" / f"{name}.png"
+    with atomic_path(out, suffix=".png") as tmp:
+        fig.savefig(tmp, dpi=dpi, bbox_inches="tight")
+    # atomic_path renames tmp (which has a .png suffix so matplotlib picks the format) onto out
+    return out
+
+
+def git_revision() -> str:
+    try:
+        rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo_root(), capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo_root(), capture_output=True, text=True).stdout.strip()
+        return rev + ("+dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def write_manifest(profile: str, notebook: str, params: dict[str, Any], inputs: dict[str, str], extra: dict | None = None) -> Path:
+    """Record this notebook's params, git revision, helper version and input checksums in ``manifest.json``."""
+    import torch
+
+    path = reports_dir(profile) / "manifest.json"
+    try:
+        manifest = read_json(path)
+    except FileNotFoundError:
+        manifest = {}
+    manifest[notebook] = {
+        "params": params,
+        "git_revision": git_revision(),
+        "helpers_version": __version__,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "finished_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "inputs_sha256": inputs,
+        **(extra or {}),
+    }
+    write_json(path, dict(sorted(manifest.items())))
+    return path

@@ -1,0 +1,158 @@
+"""Run the study's notebooks headlessly with papermill.
+
+    python -m helpers.runner [--profile smoke|cpu|paper] [--only 01,03] [--from 02] [--list]
+
+Each ``notebooks/NN_*.ipynb`` gets ``params/<profile>/NN_*.yaml`` injected into its ``parameters`` cell (plus
+``profile``); the executed copy is written to ``reports/<profile>/notebooks/``. Everything is validated before
+anything runs: unknown profile, missing params file, or a params key the notebook does not declare.
+A failing notebook stops the run with a message naming the notebook and the failing cell; its partial
+executed copy is kept.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from .config import PROFILES, check_profile, params_file, repo_root, reports_dir
+
+
+class RunnerError(RuntimeError):
+    pass
+
+
+def notebooks() -> list[Path]:
+    return sorted((repo_root() / "notebooks").glob("[0-9][0-9]*_*.ipynb"))
+
+
+def nb_id(path: Path) -> str:
+    return path.name.split("_")[0]
+
+
+def select(all_nbs: list[Path], only: str | None, start: str | None) -> list[Path]:
+    ids = [nb_id(p) for p in all_nbs]
+    if only:
+        wanted = [x.strip().zfill(2) if x.strip().isdigit() else x.strip() for x in only.split(",") if x.strip()]
+        unknown = [w for w in wanted if w not in ids]
+        if unknown:
+            raise RunnerError(f"--only names unknown notebook(s) {unknown}; available: {', '.join(ids)}")
+        return [p for p in all_nbs if nb_id(p) in wanted]
+    if start:
+        s = start.zfill(2) if start.isdigit() else start
+        if s not in ids:
+            raise RunnerError(f"--from names unknown notebook {start!r}; available: {', '.join(ids)}")
+        return [p for p in all_nbs if nb_id(p) >= s]
+    return all_nbs
+
+
+def declared_parameters(nb: Path) -> dict:
+    import papermill as pm
+
+    params = pm.inspect_notebook(str(nb))
+    if not params:
+        raise RunnerError(f"{nb.name} has no cell tagged 'parameters'")
+    return params
+
+
+def plan(profile: str, nbs: list[Path]) -> list[tuple[Path, dict]]:
+    """Validate every notebook's params before running anything."""
+    check_profile(profile)
+    out, errors = [], []
+    for nb in nbs:
+        try:
+            pf = params_file(profile, nb_id(nb))
+        except (FileNotFoundError, ValueError) as e:
+            errors.append(str(e))
+            continue
+        with open(pf, encoding="utf-8") as f:
+            params = yaml.safe_load(f) or {}
+        if not isinstance(params, dict):
+            errors.append(f"{pf} must hold a mapping of parameter names to values")
+            continue
+        declared = declared_parameters(nb)
+        unknown = sorted(set(params) - set(declared))
+        if unknown:
+            errors.append(
+                f"{pf.relative_to(repo_root())}: key(s) {unknown} are not declared in the parameters cell of {nb.name} "
+                f"(declared: {', '.join(sorted(declared))})"
+            )
+        if "profile" not in declared:
+            errors.append(f"{nb.name}: the parameters cell must declare `profile`")
+        out.append((nb, {**params, "profile": profile}))
+    if errors:
+        raise RunnerError("parameter check failed:\n  - " + "\n  - ".join(errors))
+    return out
+
+
+def run(profile: str = "cpu", only: str | None = None, start: str | None = None, log_output: bool = False) -> list[dict]:
+    import papermill as pm
+    from papermill.exceptions import PapermillExecutionError
+
+    todo = plan(profile, select(notebooks(), only, start))
+    out_dir = reports_dir(profile) / "notebooks"
+    timings = []
+    env_root = os.environ.setdefault("STORYBENCH_ROOT", str(repo_root()))
+    print(f"storybench: profile {profile}, {len(todo)} notebook(s): {', '.join(p.name for p, _ in todo)}", flush=True)
+    for nb, params in todo:
+        out = out_dir / nb.name
+        t0 = time.time()
+        print(f"\n=== {nb.name} ({profile}) -> {_short(out)}", flush=True)
+        try:
+            pm.execute_notebook(
+                str(nb), str(out), parameters=params, kernel_name="python3", cwd=str(Path(env_root) / "notebooks"),
+                progress_bar=False, log_output=log_output, request_save_on_cell_execute=True,
+            )
+        except PapermillExecutionError as e:
+            raise RunnerError(
+                f"notebook {nb.name} failed in cell {e.cell_index} (execution count {e.exec_count}): {e.ename}: {e.evalue}\n"
+                f"the partial executed copy is kept at {out}"
+            ) from None
+        dt = time.time() - t0
+        timings.append({"notebook": nb.name, "seconds": round(dt, 1)})
+        print(f"=== {nb.name} done in {dt / 60:.1f} min", flush=True)
+    timing_file = reports_dir(profile) / "timings.json"
+    try:
+        old = json.loads(timing_file.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        old = {}
+    old.update({t["notebook"]: t["seconds"] for t in timings})
+    timing_file.write_text(json.dumps(dict(sorted(old.items())), indent=2) + "\n")
+    return timings
+
+
+def _short(p: Path) -> str:
+    try:
+        return str(p.relative_to(repo_root()))
+    except ValueError:
+        return str(p)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="run_all.sh", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--profile", default="cpu", help=f"one of {', '.join(PROFILES)} (default cpu)")
+    ap.add_argument("--only", help="comma-separated notebook numbers, e.g. 01,03")
+    ap.add_argument("--from", dest="start", help="run from this notebook number on")
+    ap.add_argument("--list", action="store_true", help="list the notebooks and exit")
+    ap.add_argument("--log-output", action="store_true", help="stream cell output to the terminal")
+    a = ap.parse_args(argv)
+    try:
+        if a.list:
+            for p in notebooks():
+                print(p.name)
+            return 0
+        timings = run(a.profile, a.only, a.start, a.log_output)
+    except (RunnerError, ValueError, FileNotFoundError) as e:
+        print(f"run_all: error: {e}", file=sys.stderr)
+        return 1
+    total = sum(t["seconds"] for t in timings)
+    print(f"\nall done: {len(timings)} notebook(s) in {total / 60:.1f} min; reports in reports/{a.profile}/")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

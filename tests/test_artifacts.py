@@ -1,0 +1,48 @@
+import pytest
+
+from helpers import artifacts as A
+
+
+def test_atomic_file_and_failure(tmp_path):
+    p = tmp_path / "x.json"
+    A.write_json(p, {"a": 1})
+    with pytest.raises(RuntimeError):
+        with A.atomic_path(p) as tmp:
+            tmp.write_text("half")
+            raise RuntimeError("killed")
+    assert A.read_json(p) == {"a": 1}  # the old file survives an interrupted write
+    assert [x.name for x in tmp_path.iterdir()] == ["x.json"]  # no temp litter
+
+
+def test_atomic_folder_replace(tmp_path):
+    d = tmp_path / "model"
+    for v in ("1", "2"):
+        with A.atomic_path(d) as tmp:
+            tmp.mkdir()
+            (tmp / "w").write_text(v)
+    assert (d / "w").read_text() == "2"
+
+
+def test_run_step_skips(tmp_path):
+    out, calls = tmp_path / "out", []
+
+    def make():
+        calls.append(1)
+        out.mkdir(exist_ok=True)
+
+    logs = []
+    assert A.run_step("s", out, "fp1", make, log=logs.append)
+    assert not A.run_step("s", out, "fp1", make, log=logs.append)
+    assert A.run_step("s", out, "fp2", make, log=logs.append)
+    assert len(calls) == 2 and logs[1].startswith("[skip]")
+
+
+def test_jsonl_malformed(tmp_path):
+    p = tmp_path / "r.jsonl"
+    p.write_text('{"a": 1}\nnot json\n')
+    with pytest.raises(ValueError, match="r.jsonl:2"):
+        A.read_jsonl(p)
+
+
+def test_fingerprint_stable():
+    assert A.fingerprint({"b": 1, "a": 2}) == A.fingerprint({"a": 2, "b": 1}) != A.fingerprint({"a": 3})

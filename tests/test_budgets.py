@@ -1,0 +1,64 @@
+import pytest
+
+from helpers import budgets
+from helpers.data import Document
+
+
+def test_nested_prefix_and_whole_stories():
+    texts = [" ".join(["w"] * n) for n in [5, 3, 8, 2, 7, 4, 6, 1]]
+    got = budgets.nested_budgets(texts, [10, 20, 30], seed=1)
+    order = budgets.shuffled_order(len(texts), 1)
+    for b, idx in got.items():
+        assert idx == order[: len(idx)]  # a prefix of one seeded shuffle
+        used = sum(len(texts[i].split()) for i in idx)
+        assert used <= b
+        nxt = order[len(idx)] if len(idx) < len(order) else None
+        assert nxt is None or used + len(texts[nxt].split()) > b  # adding the next one would exceed the budget
+    assert got[10] == got[20][: len(got[10])] and got[20] == got[30][: len(got[20])]
+    assert budgets.nested_budgets(texts, [20], seed=1) == {20: got[20]}
+    assert budgets.nested_budgets(texts, [20], seed=2) != {20: got[20]}
+
+
+def test_budget_too_large():
+    with pytest.raises(budgets.BudgetError, match="exceeds the 6 words available"):
+        budgets.nested_budgets(["a b c", "d e f"], [7], seed=0)
+
+
+def test_document_sampling_seeded():
+    docs = [Document("childes" if i % 2 else "switchboard", "x " * (i + 1)) for i in range(20)]
+    a = budgets.sample_documents(docs, 50, seed=3)
+    assert a == budgets.sample_documents(docs, 50, seed=3)
+    assert sum(d.words for d in a) <= 50
+
+
+def test_ledger_rule(tmp_path):
+    led = budgets.Ledger(tmp_path / "ledger.json")
+    led.add(budgets.CorpusEntry("tiny-5", "tiny", {"tinystories": 5}, 0))
+    led.add(budgets.CorpusEntry("baby-6", "baby", {"childes": 4, "switchboard": 2}, 0))
+    led.add(budgets.CorpusEntry("gen", "gen", {"generated": 100}, 0, generator_corpus="tiny-5"))
+    assert led.check_mix(["tiny-5", "gen"], 10) == {"baby": 0, "tiny": 5, "gen": 100}
+    with pytest.raises(budgets.BudgetError, match=r"6 \+ 5 = 11 words > track budget 10"):
+        led.check_mix(["tiny-5", "baby-6"], 10)
+    assert led.check_mix(["tiny-5", "baby-6"], 10, allow_over_budget=True)["baby"] == 6
+    with pytest.raises(budgets.BudgetError, match="generator"):
+        led.check_mix(["gen"], 4)
+    with pytest.raises(ValueError, match="must name the corpus"):
+        led.add(budgets.CorpusEntry("g2", "gen", {"generated": 1}))
+    with pytest.raises(KeyError, match="not in the ledger"):
+        led["nope"]
+    assert budgets.Ledger(tmp_path / "ledger.json").entries["baby-6"].words == 6  # persisted
+
+
+def test_prepare_corpora(tmp_path):
+    stories = [f"story {i} " + "w " * (i % 7 + 1) for i in range(50)]
+    docs = [Document("childes", "u " * 5) for _ in range(30)]
+    led = budgets.prepare_corpora(tmp_path, stories, {"f": "x"}, docs, {}, [40, 80], [60], seed=0)
+    small = budgets.read_corpus(tmp_path / "tiny-40.jsonl")
+    big = budgets.read_corpus(tmp_path / "tiny-80.jsonl")
+    assert big[: len(small)] == small
+    assert led["tiny-80"].words == sum(len(r["text"].split()) for r in big) <= 80
+    assert led["baby-60"].words_by_source == {"childes": 60}
+
+
+def test_fmt_words():
+    assert [budgets.fmt_words(x) for x in (5_000_000, 1_250_000, 125_000, 999)] == ["5M", "1.25M", "125k", "999"]

@@ -1,0 +1,28 @@
+"""Run every notebook on the smoke profile with papermill, in order, in a scratch run/report folder."""
+import pytest
+
+from helpers import runner
+
+NOTEBOOKS = [p.name for p in runner.notebooks()]
+
+
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory, monkeypatch_module=None):
+    return tmp_path_factory.mktemp("smoke")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_notebook_smoke(name, scratch, monkeypatch):
+    monkeypatch.setenv("STORYBENCH_RUNS", str(scratch / "runs"))
+    monkeypatch.setenv("STORYBENCH_REPORTS", str(scratch / "reports"))
+    timings = runner.run("smoke", only=name.split("_")[0])
+    assert [t["notebook"] for t in timings] == [name]
+    out = scratch / "reports" / "smoke"
+    assert (out / "notebooks" / name).is_file()
+    assert (out / "manifest.json").is_file()
+    import json
+
+    manifest = json.loads((out / "manifest.json").read_text())
+    key = name.removesuffix(".ipynb")
+    assert key in manifest and manifest[key]["inputs_sha256"], "the notebook must record its inputs"

@@ -1,0 +1,86 @@
+"""Project hygiene: dependencies agree, notebooks are committed clean and thin, layout is as specified."""
+import ast
+import re
+import tomllib
+
+import nbformat
+import yaml
+
+from helpers.config import repo_root
+
+ROOT = repo_root()
+
+
+def _names(specs):
+    return {re.split(r"[<>=!~ \[]", s.strip())[0].lower() for s in specs}
+
+
+def test_environment_yml_matches_pyproject():
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    conda, pip = [], []
+    for d in env["dependencies"]:
+        if isinstance(d, dict):
+            pip += d["pip"]
+        else:
+            conda.append(d)
+    conda = [c for c in conda if not c.startswith(("python", "pip"))]
+    assert _names(conda + pip) == _names(deps)
+    pins = {(_names([d]).pop(), d.split(_names([d]).pop(), 1)[1]) for d in deps}
+    env_pins = {(_names([d]).pop(), d.split(_names([d]).pop(), 1)[1]) for d in conda + pip}
+    assert pins == env_pins  # same version bounds too
+
+
+def test_layout():
+    for p in ["notebooks", "src/helpers", "params", "reports", "environment.yml", "run_all.sh", "tests", "data",
+              "pyproject.toml", "README.md", ".ci/run", "data/SOURCES.md", "data/CHECKSUMS.sha256"]:
+        assert (ROOT / p).exists(), p
+
+
+def test_notebooks_committed_without_outputs_and_thin():
+    nbs = sorted((ROOT / "notebooks").glob("*.ipynb"))
+    assert nbs
+    for nb_path in nbs:
+        nb = nbformat.read(nb_path, as_version=4)
+        params_cells = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+        assert len(params_cells) == 1, f"{nb_path.name}: exactly one parameters cell"
+        for c in nb.cells:
+            if c.cell_type != "code":
+                continue
+            assert not c.get("outputs") and c.get("execution_count") is None, f"{nb_path.name} has outputs"
+            tree = ast.parse(c.source)
+            defs = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+            assert not defs, f"{nb_path.name}: function/class definitions belong in src/helpers"
+        # the parameters cell holds plain assignments of literals only (values are derived after it)
+        for node in ast.parse(params_cells[0].source).body:
+            assert isinstance(node, ast.Assign), f"{nb_path.name}: parameters cell must only assign"
+            ast.literal_eval(node.value)
+
+
+def test_ci_runs_the_readme_test_command():
+    readme = (ROOT / "README.md").read_text()
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "./run_all.sh --tests" in readme and "exec ./run_all.sh --tests" in ci
+
+
+def test_helpers_import_order_has_no_cycles():
+    """Data flows one way: a helper may only import helpers listed before it."""
+    order = ["config", "artifacts", "data", "budgets", "tokenizers", "decoder", "ltg_bert", "optim", "masking",
+             "training", "generation", "diversity", "evaluation", "finetune", "reference", "judge", "story_eval",
+             "interpret", "architecture", "reporting", "runner"]
+    rank = {m: i for i, m in enumerate(order)}
+    for f in sorted((ROOT / "src" / "helpers").glob("*.py")):
+        mod = f.stem
+        if mod == "__init__":
+            continue
+        assert mod in rank, f"add helpers.{mod} to the pipeline order in this test"
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                names = [node.module] if node.module else [a.name for a in node.names]
+                for n in names:
+                    n = n.split(".")[0]
+                    if n in rank:
+                        assert rank[n] < rank[mod] or n == mod or mod in ("reporting", "runner") and n in ("config", "artifacts"), f"{mod} imports {n}"
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("helpers."):
+                n = node.module.split(".")[1]
+                assert rank.get(n, -1) < rank[mod], f"{mod} imports {n}"

@@ -1,0 +1,45 @@
+import pytest
+
+from helpers import tokenizers as tk
+
+
+def test_decoder_specials_and_roundtrip(decoder_tokenizer, real_stories):
+    tok = decoder_tokenizer
+    assert tok.convert_ids_to_tokens([0, 1]) == ["[UNK]", "<|endoftext|>"]
+    assert tok.bos_token_id == tok.eos_token_id == tok.pad_token_id == 1
+    for s in real_stories[:200] + ['He said, "I have 12 apples!"  Two  spaces.\n\nNew para — café, naïve ☺']:
+        assert tk.round_trip_ok(tok, s), s
+
+
+def test_digits_split(decoder_tokenizer):
+    toks = decoder_tokenizer.convert_ids_to_tokens(decoder_tokenizer("in 2024")["input_ids"])
+    assert toks[-4:] == ["2", "0", "2", "4"]
+
+
+def test_encoder_specials(encoder_tokenizer):
+    tok = encoder_tokenizer
+    assert tok.convert_ids_to_tokens(list(range(6))) == ["[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]", "[PAR]"]
+    ids = tok("Hello there")["input_ids"]
+    assert ids[0] == tok.cls_token_id and ids[-1] == tok.sep_token_id
+    assert tok.convert_tokens_to_ids("[PAR]") == 5 and tok("a [PAR] b", add_special_tokens=False)["input_ids"].count(5) == 1
+
+
+def test_save_load(tmp_path, decoder_tokenizer):
+    decoder_tokenizer.save_pretrained(tmp_path)
+    again = tk.load_tokenizer(tmp_path)
+    assert again("Once upon a time")["input_ids"] == decoder_tokenizer("Once upon a time")["input_ids"]
+    with pytest.raises(FileNotFoundError):
+        tk.load_tokenizer(tmp_path / "nope")
+
+
+def test_encode_stories_appends_eot(decoder_tokenizer):
+    ids = tk.encode_stories(decoder_tokenizer, ["a b", "c"])
+    assert all(x[-1] == 1 for x in ids)
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="empty corpus"):
+        tk.train_tokenizer(["", "  "], "decoder", 300)
+    with pytest.raises(ValueError, match="kind"):
+        tk.train_tokenizer(["a"], "both", 300)
+    assert tk.default_vocab_size(10_000_000) == 6_144 and tk.default_vocab_size(10_000_001) == 16_384
