@@ -18,6 +18,8 @@ from typing import Iterable, Sequence
 from .artifacts import read_json, write_json
 from .data import Document, count_words
 
+# Bump when prepare_corpora writes something new, so that finished data steps are redone (it is in their fingerprint).
+FORMAT_VERSION = 2
 PAPER_BUDGETS = [5_000_000, 10_000_000, 25_000_000, 50_000_000, 75_000_000, 100_000_000, 440_000_000]
 TRACKS = {"strict-small": 10_000_000, "strict": 100_000_000}
 
@@ -62,6 +64,20 @@ def nested_budgets(texts: Sequence[str], budgets: Iterable[int], seed: int) -> d
     counts = [count_words(t) for t in texts]
     order = shuffled_order(len(texts), seed)
     return {int(b): take_prefix(counts, order, int(b)) for b in sorted(budgets)}
+
+
+def heldout_stories(texts: Sequence[str], nested: dict[int, list[int]], seed: int, max_words: int) -> list[int]:
+    """Indices of stories in no budget (the tail of the seeded shuffle), whole stories up to ``max_words``."""
+    used = set(nested[max(nested)]) if nested else set()
+    rest = [i for i in shuffled_order(len(texts), seed) if i not in used]
+    out, n = [], 0
+    for i in rest:
+        w = count_words(texts[i])
+        if n + w > max_words:
+            break
+        out.append(i)
+        n += w
+    return out
 
 
 def sample_documents(docs: Sequence[Document], budget: int, seed: int) -> list[Document]:
@@ -195,15 +211,23 @@ def prepare_corpora(
     tiny_budgets: Iterable[int],
     baby_budgets: Iterable[int],
     seed: int,
+    heldout_max_words: int = 0,
 ) -> Ledger:
     """Write the nested TinyStories budgets (``tiny-<B>.jsonl``) and BabyLM samples (``baby-<B>.jsonl``) under
     ``out_dir`` and register them in ``out_dir/ledger.json``. Each row: ``{"id", "source", "text"}``; TinyStories
-    ids are indices into ``tiny_stories`` so later stages can point back at the exact training story."""
+    ids are indices into ``tiny_stories`` so later stages can point back at the exact training story.
+    With ``heldout_max_words`` the stories outside the largest budget (up to that many words) are written to
+    ``tiny-heldout.jsonl`` (held-out stories with real boundaries, used for validation losses), and likewise the
+    BabyLM documents outside the largest BabyLM sample to ``baby-heldout.jsonl``."""
     from .artifacts import write_jsonl
 
     out = Path(out_dir)
     ledger = Ledger(out / "ledger.json")
-    for b, idx in nested_budgets(tiny_stories, tiny_budgets, seed).items():
+    nested = nested_budgets(tiny_stories, tiny_budgets, seed)
+    if heldout_max_words:
+        write_jsonl(out / "tiny-heldout.jsonl", ({"id": i, "source": "tinystories", "text": tiny_stories[i]}
+                                                 for i in heldout_stories(tiny_stories, nested, seed, heldout_max_words)))
+    for b, idx in nested.items():
         name = f"tiny-{fmt_words(b)}"
         write_jsonl(out / f"{name}.jsonl", ({"id": i, "source": "tinystories", "text": tiny_stories[i]} for i in idx))
         ledger.add(
@@ -212,6 +236,15 @@ def prepare_corpora(
         )
     order = shuffled_order(len(baby_docs), seed)
     counts = [d.words for d in baby_docs]
+    if heldout_max_words and baby_budgets:
+        used = set(take_prefix(counts, order, max(int(x) for x in baby_budgets)))
+        rest, n = [], 0
+        for i in (i for i in order if i not in used):
+            if n + counts[i] > heldout_max_words:
+                break
+            rest.append(i)
+            n += counts[i]
+        write_jsonl(out / "baby-heldout.jsonl", ({"id": i, "source": baby_docs[i].source, "text": baby_docs[i].text} for i in rest))
     for b in sorted(int(x) for x in baby_budgets):
         idx = take_prefix(counts, order, b)
         name = f"baby-{fmt_words(b)}"
@@ -229,3 +262,10 @@ def read_corpus(path: str | Path) -> list[dict]:
     from .artifacts import read_jsonl
 
     return read_jsonl(path)
+
+
+def write_corpus(path: str | Path, rows: Iterable[dict]) -> Path:
+    """Write a corpus (one JSON object per row, each with a ``text`` field), atomically."""
+    from .artifacts import write_jsonl
+
+    return write_jsonl(path, rows)

@@ -23,7 +23,8 @@ def save_table(df, name: str, profile: str, index: bool = False, floatfmt: str =
     csv = d / f"{name}.csv"
     with atomic_path(csv) as tmp:
         df.to_csv(tmp, index=index)
-    md = df.to_markdown(index=index, floatfmt=floatfmt) if _has_tabulate() else df.to_string(index=index)
+    shown = df.map(lambda v: v.replace("\n", "<br>") if isinstance(v, str) else v)  # keep Markdown rows on one line
+    md = shown.to_markdown(index=index, floatfmt=floatfmt) if _has_tabulate() else df.to_string(index=index)
     write_text(d / f"{name}.md", (f"{caption}\n\n" if caption else "") + md + "\n")
     return csv
 
@@ -35,6 +36,21 @@ def _has_tabulate() -> bool:
         return True
     except ImportError:
         return False
+
+
+def html_table(df, caption: str | None = None) -> str:
+    """A readable, self-contained HTML rendering of ``df`` (wrapped text, left-aligned; for long text cells)."""
+    import html as _html
+
+    style = ("<style>table.sb{border-collapse:collapse;font-family:sans-serif;font-size:13px}"
+             "table.sb td,table.sb th{border:1px solid #ccc;padding:6px;vertical-align:top;text-align:left;"
+             "max-width:70ch;white-space:pre-wrap}table.sb th{background:#f3f3f3}"
+             "table.sb caption{caption-side:top;text-align:left;padding:6px 0;max-width:140ch}</style>")
+    head = "".join(f"<th>{_html.escape(str(c))}</th>" for c in df.columns)
+    body = "".join("<tr>" + "".join(f"<td>{_html.escape(str(v))}</td>" for v in row) + "</tr>"
+                   for row in df.itertuples(index=False))
+    cap = f"<caption>{_html.escape(caption)}</caption>" if caption else ""
+    return f'{style}<table class="sb">{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
 def save_figure(fig, name: str, profile: str, dpi: int = 120) -> Path:

@@ -1,0 +1,161 @@
+"""Training-step throughput of GPT-Neo: HF's eager attention (the baseline) vs our fast path, in one process.
+
+A step is what training does: forward with labels, backward, AdamW step (param groups of helpers.training),
+on the same config, weights, batch and data for both paths. After warm-up the two paths are timed alternately
+(so a load spike from other processes hits both), and the median over the repeats is reported. The machine's
+fp32 matmul peak is measured in the same process (square 2048 matmuls) to put the achieved GFLOP/s
+(``decoder.flops_per_token`` × tokens/s) in context.
+
+    .venv/bin/python benchmarks/train_throughput.py                  # the issue's config
+    .venv/bin/python benchmarks/train_throughput.py --config cpu     # the cpu profile's decoder
+    .venv/bin/python benchmarks/train_throughput.py --profile        # + torch.profiler table of our path
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+try:
+    import helpers  # noqa: F401
+except ImportError:  # a checkout without the editable install
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+import transformers  # noqa: E402
+
+from helpers.decoder import build_decoder, count_parameters, enable_fast_attention, flops_per_token  # noqa: E402
+from helpers.training import param_groups  # noqa: E402
+
+CONFIGS = {
+    # the issue's: hidden 128, 4 layers, 16 heads, vocab 16,384, seq 512, batch 8 (window: the paper's 256)
+    "issue": dict(spec=dict(hidden=128, layers=4, heads=16, context=512, window=256, vocab_size=16_384), seq=512, batch=8),
+    # the cpu profile's decoder
+    "cpu": dict(spec=dict(hidden=128, layers=4, heads=4, context=256, window=128, vocab_size=4096), seq=256, batch=16),
+}
+
+
+def matmul_peak(n: int = 2048, repeats: int = 5) -> float:
+    """Best fp32 GFLOP/s of an n×n @ n×n matmul (the machine's practical peak for this process)."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    torch.mm(a, b)
+    best = float("inf")
+    for _ in range(repeats):
+        t = time.perf_counter()
+        torch.mm(a, b)
+        best = min(best, time.perf_counter() - t)
+    return 2 * n**3 / best / 1e9
+
+
+def make_step(model, batch: torch.Tensor, lr: float = 5e-4):
+    opt = torch.optim.AdamW(param_groups(model, 0.1), lr=lr, betas=(0.9, 0.95), eps=1e-8)
+    model.train()
+
+    def step() -> float:
+        opt.zero_grad(set_to_none=True)
+        loss = model(input_ids=batch, labels=batch).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 2.0)
+        opt.step()
+        return float(loss.detach())
+
+    return step
+
+
+def timed(step) -> float:
+    t = time.perf_counter()
+    step()
+    return time.perf_counter() - t
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--config", choices=sorted(CONFIGS), default="issue")
+    ap.add_argument("--repeats", type=int, default=5, help="timed steps per path (median reported)")
+    ap.add_argument("--warmup", type=int, default=2, help="untimed steps per path first")
+    ap.add_argument("--dropout", type=float, default=0.1, help="embedding/attention/residual dropout (training)")
+    ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
+    ap.add_argument("--profile", action="store_true", help="print a torch.profiler table of our path's steps")
+    ap.add_argument("--profile-steps", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args(argv)
+    transformers.logging.set_verbosity_error()
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    conf = CONFIGS[a.config]
+    spec = {**conf["spec"], "dropout": a.dropout}
+    seq, bsz = conf["seq"], conf["batch"]
+
+    eager = build_decoder(spec, fast=False, seed=a.seed)
+    fast = enable_fast_attention(copy.deepcopy(eager))
+    g = torch.Generator().manual_seed(a.seed + 1)
+    batch = torch.randint(0, spec["vocab_size"], (bsz, seq), generator=g)
+
+    # sanity: same function (eval mode, no dropout) before timing anything
+    with torch.no_grad():
+        eager.eval(), fast.eval()
+        l_e = float(eager(input_ids=batch, labels=batch).loss)
+        l_f = float(fast(input_ids=batch, labels=batch).loss)
+
+    fpt = flops_per_token(eager.config, context=seq)
+    tokens = bsz * seq
+    print(f"config {a.config}: hidden {spec['hidden']}, layers {spec['layers']}, heads {spec['heads']}, "
+          f"vocab {spec['vocab_size']}, seq {seq}, window {spec['window']}, batch {bsz}, dropout {a.dropout}; "
+          f"{count_parameters(eager) / 1e6:.2f}M parameters")
+    print(f"torch {torch.__version__}, transformers {transformers.__version__}, python {platform.python_version()}, "
+          f"threads {torch.get_num_threads()}, {platform.machine()}")
+    print(f"eval loss on the batch: eager {l_e:.6f}, fast {l_f:.6f} (|diff| {abs(l_e - l_f):.2e})")
+    peak_before = matmul_peak()
+
+    steps = {"HF eager (baseline)": make_step(eager, batch), "fast path (ours)": make_step(fast, batch)}
+    for name, step in steps.items():
+        for _ in range(a.warmup):
+            step()
+    times: dict[str, list[float]] = {name: [] for name in steps}
+    for _ in range(a.repeats):  # alternate, so load from other processes affects both paths alike
+        for name, step in steps.items():
+            times[name].append(timed(step))
+    peak_after = matmul_peak()
+    peak = max(peak_before, peak_after)
+
+    print(f"fp32 matmul peak (2048×2048, best of 5): {peak:.1f} GFLOP/s "
+          f"(before {peak_before:.1f}, after {peak_after:.1f})")
+    print(f"training FLOPs per token (flops_per_token, seq {seq}): {fpt / 1e6:.2f} MFLOP; {tokens} tokens per step; "
+          f"{a.warmup} warm-up + {a.repeats} timed steps per path, alternating")
+    print()
+    header = f"{'path':<22}{'median s/step':>14}{'min':>8}{'max':>8}{'tokens/s':>11}{'GFLOP/s':>9}{'% peak':>8}"
+    print(header)
+    print("-" * len(header))
+    tps = {}
+    for name, ts in times.items():
+        med = statistics.median(ts)
+        tps[name] = tokens / med
+        gf = fpt * tps[name] / 1e9
+        print(f"{name:<22}{med:>14.3f}{min(ts):>8.3f}{max(ts):>8.3f}{tps[name]:>11,.0f}{gf:>9.2f}{100 * gf / peak:>7.1f}%")
+    base, ours = tps["HF eager (baseline)"], tps["fast path (ours)"]
+    print("-" * len(header))
+    print(f"ratio fast/eager (tokens/s, medians): {ours / base:.2f}×")
+    spread = max(max(ts) / min(ts) for ts in times.values())
+    if spread > 1.3 or peak_after < 0.8 * peak_before:
+        print(f"note: noisy machine (max/min step time up to {spread:.2f}×, matmul peak {peak_before:.1f} → "
+              f"{peak_after:.1f} GFLOP/s); other processes were probably running")
+
+    if a.profile:
+        from torch.profiler import ProfilerActivity, profile
+
+        step = steps["fast path (ours)"]
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            for _ in range(a.profile_steps):
+                step()
+        print()
+        print(f"torch.profiler, fast path, {a.profile_steps} training steps, top ops by self CPU time:")
+        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=20, max_name_column_width=48))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,295 @@
+"""GPT-Neo decoders (STUDY.md §2): configurations built in code, and a fast attention path.
+
+Every model is a plain :class:`transformers.GPTNeoForCausalLM`, so a checkpoint written with
+``save_pretrained`` loads anywhere with ``AutoModelForCausalLM.from_pretrained`` (and gets HF's eager attention
+there, which computes the same function).
+
+**Fast attention.** HF's GPT-Neo only has eager attention on CPU: it materialises the full score matrix, masks
+it with ``torch.where`` and adds a float mask built on every forward. :func:`enable_fast_attention` swaps the
+class of each attention module for :class:`FastGPTNeoSelfAttention` (same parameters, same buffer, same state
+dict) whose ``_attn`` calls :func:`torch.nn.functional.scaled_dot_product_attention` with GPT-Neo's semantics:
+
+* **no** 1/sqrt(d) scaling (``scale=1.0``), softmax in fp32;
+* global layers: causal; local layers: causal *and* at most ``window_size - 1`` tokens back (the
+  ``bias ^ tril(bias, -window)`` mask of the reference);
+* padding: the mask HF hands to the layer is honoured (float additive or boolean), with fully masked rows kept
+  finite (as eager does) instead of becoming NaN.
+
+When no padding mask is needed (packed training blocks) the model asks HF for no mask at all, so global
+layers run SDPA's ``is_causal`` kernel and local layers a cached boolean window mask.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from transformers import GPTNeoConfig, GPTNeoForCausalLM
+from transformers.models.gpt_neo import modeling_gpt_neo as _neo
+from transformers.utils import logging as _hf_logging
+
+_hf_logging.disable_progress_bar()  # no "Loading weights"/"Writing model shards" bars in reports
+
+# ----------------------------------------------------------------------------- configurations
+
+
+@dataclass
+class DecoderSpec:
+    """The shape of a GPT-Neo decoder. ``intermediate`` defaults to 4 × hidden; layers alternate global/local."""
+
+    hidden: int = 768
+    layers: int = 4
+    heads: int = 16
+    context: int = 512
+    window: int = 256
+    vocab_size: int = 16_384
+    intermediate: int | None = None
+    dropout: float = 0.1
+    activation: str = "gelu_new"
+    attention_pattern: list[str] = field(default_factory=lambda: ["global", "local"])
+
+    def __post_init__(self):
+        if min(self.hidden, self.layers, self.heads, self.context, self.window, self.vocab_size) <= 0:
+            raise ValueError(f"every size of a decoder must be positive: {self}")
+        if self.hidden % self.heads:
+            raise ValueError(f"hidden size {self.hidden} is not divisible by {self.heads} heads")
+        bad = set(self.attention_pattern) - {"global", "local"}
+        if bad or not self.attention_pattern:
+            raise ValueError(f"attention_pattern must list 'global'/'local' layers, got {self.attention_pattern}")
+
+    @property
+    def attention_layers(self) -> list[str]:
+        pat = self.attention_pattern
+        return [pat[i % len(pat)] for i in range(self.layers)]
+
+
+# The paper's decoder and TinyStories' released shapes (STUDY.md §2), for reference and the paper profile.
+PRESETS: dict[str, dict[str, Any]] = {
+    "berttime-paper": dict(hidden=768, layers=4, heads=16, context=512, window=256, vocab_size=16_384),
+    "tinystories-1M": dict(hidden=64, layers=8, heads=16, context=512, window=256, vocab_size=50_257),
+    "tinystories-3M": dict(hidden=128, layers=8, heads=16, context=512, window=256, vocab_size=50_257),
+    "tinystories-8M": dict(hidden=256, layers=8, heads=16, context=512, window=256, vocab_size=50_257),
+    "tinystories-28M": dict(hidden=512, layers=8, heads=16, context=512, window=256, vocab_size=50_257),
+    "tinystories-33M": dict(hidden=768, layers=4, heads=16, context=512, window=256, vocab_size=50_257),
+}
+
+# BERTtime Stories' regularisation by budget (paper words): (upper bound of budget, dropout, weight decay).
+DROPOUT_BY_BUDGET = [(5_000_000, 0.5, 0.2), (10_000_000, 0.4, 0.2), (25_000_000, 0.25, 0.2), (math.inf, 0.2, 0.1)]
+
+
+def regularisation_for_budget(words: int, scale: float = 1.0) -> tuple[float, float]:
+    """``(dropout, weight decay)`` of the paper for a budget of ``words``; ``scale`` maps this profile's words to
+    the paper's (the cpu profile's 1M words stand for 10M: scale 10). Budgets between the paper's points take the
+    next larger point's values (5M → 0.5/0.2, 10M → 0.4/0.2, 25M → 0.25/0.2, ≥ 50M → 0.2/0.1)."""
+    paper_words = words * scale
+    for upper, dropout, wd in DROPOUT_BY_BUDGET:
+        if paper_words <= upper:
+            return dropout, wd
+    raise AssertionError("unreachable")
+
+
+PAPER_TRAIN_TOKENS = 15_000 * 393_216  # 15,000 steps × 768 sequences × 512 tokens
+
+
+def regularisation_for_epochs(epochs: float, tokens_per_word: float = 1.3) -> tuple[float, float]:
+    """``(dropout, weight decay)`` the paper would use for a run that makes ``epochs`` passes over its data.
+
+    The paper trains every budget for the same 5.9B tokens, so its small budgets see hundreds of epochs and its
+    dropout is really a defence against repetition. A scaled-down run with few epochs is matched to the paper
+    budget that would see as many epochs: ``B = 5.9e9 / (epochs · tokens_per_word)`` words."""
+    if epochs <= 0:
+        raise ValueError(f"epochs must be positive, got {epochs}")
+    return regularisation_for_budget(int(PAPER_TRAIN_TOKENS / (epochs * tokens_per_word)))
+
+
+def gpt_neo_config(spec: DecoderSpec | dict, **token_ids: int) -> GPTNeoConfig:
+    """A :class:`GPTNeoConfig` for ``spec`` (tied embeddings; dropout on embeddings, attention and residuals).
+
+    ``token_ids`` sets ``bos_token_id``/``eos_token_id``/``pad_token_id`` (from the tokenizer)."""
+    if isinstance(spec, dict):
+        spec = DecoderSpec(**spec)
+    layers = spec.attention_layers
+    # GPTNeoConfig wants attention_types as [[pattern, repeat], ...] whose expansion has num_layers entries
+    types = [[[t], 1] for t in layers]
+    cfg = GPTNeoConfig(
+        vocab_size=spec.vocab_size,
+        max_position_embeddings=spec.context,
+        hidden_size=spec.hidden,
+        num_layers=spec.layers,
+        num_heads=spec.heads,
+        attention_types=types,
+        window_size=spec.window,
+        intermediate_size=spec.intermediate or 4 * spec.hidden,
+        activation_function=spec.activation,
+        embed_dropout=spec.dropout,
+        attention_dropout=spec.dropout,
+        resid_dropout=spec.dropout,
+        tie_word_embeddings=True,
+        use_cache=True,
+        **token_ids,
+    )
+    if cfg.attention_layers != layers:
+        raise AssertionError(f"GPTNeoConfig expanded the layer pattern to {cfg.attention_layers}, expected {layers}")
+    return cfg
+
+
+def spec_of(config: GPTNeoConfig) -> DecoderSpec:
+    """The :class:`DecoderSpec` a config was built from (inverse of :func:`gpt_neo_config`)."""
+    return DecoderSpec(
+        hidden=config.hidden_size, layers=config.num_layers, heads=config.num_heads,
+        context=config.max_position_embeddings, window=config.window_size, vocab_size=config.vocab_size,
+        intermediate=config.intermediate_size, dropout=config.resid_dropout, activation=config.activation_function,
+        attention_pattern=list(config.attention_layers),
+    )
+
+
+def build_decoder(spec: DecoderSpec | dict | GPTNeoConfig, fast: bool = True, seed: int | None = None, **token_ids: int) -> GPTNeoForCausalLM:
+    """A freshly initialised GPT-Neo (seeded if ``seed`` is given), with the fast attention path by default."""
+    cfg = spec if isinstance(spec, GPTNeoConfig) else gpt_neo_config(spec, **token_ids)
+    if seed is not None:
+        torch.manual_seed(seed)
+    model = GPTNeoForCausalLM(cfg)
+    return enable_fast_attention(model) if fast else model
+
+
+def load_decoder(path: str | Path, fast: bool = True, **kwargs: Any) -> GPTNeoForCausalLM:
+    """Load a checkpoint written by ``save_pretrained`` (a folder or a hub name), fast attention by default."""
+    model = GPTNeoForCausalLM.from_pretrained(str(path), **kwargs)
+    return enable_fast_attention(model) if fast else model
+
+
+def count_parameters(model: torch.nn.Module, non_embedding: bool = False) -> int:
+    """Unique trainable parameters (tied weights once); ``non_embedding`` leaves out token and position tables."""
+    seen, n = set(), 0
+    emb = set()
+    if non_embedding and hasattr(model, "get_input_embeddings"):
+        emb.add(id(model.get_input_embeddings().weight))
+        wpe = getattr(getattr(model, "transformer", None), "wpe", None)
+        if wpe is not None:
+            emb.add(id(wpe.weight))
+    for p in model.parameters():
+        if id(p) in seen or id(p) in emb:
+            continue
+        seen.add(id(p))
+        n += p.numel()
+    return n
+
+
+def flops_per_token(config: GPTNeoConfig, context: int | None = None) -> float:
+    """Training FLOPs per token, forward + backward (≈ 3 × forward): 6·N for the matmul weights (N without the
+    position table, with the tied output projection counted once as a matmul) plus attention scores and mixing,
+    6 · layers · context · hidden (2 matmuls of 2·T·d per token, ×3), halved for causality; local layers see
+    at most ``window`` keys. A standard estimate (Kaplan et al. 2020), used to compare runs, not a measurement."""
+    T = context or config.max_position_embeddings
+    H, L, V, I = config.hidden_size, config.num_layers, config.vocab_size, config.intermediate_size
+    n_matmul = L * (4 * H * H + 2 * H * I) + V * H
+    attn = 0.0
+    for kind in config.attention_layers:
+        span = min(T, config.window_size) if kind == "local" else T
+        attn += 2 * 2 * span * H / 2  # QK^T and AV, causal half
+    return 6.0 * n_matmul + 3.0 * attn
+
+
+# ----------------------------------------------------------------------------- fast attention
+
+
+class FastGPTNeoSelfAttention(_neo.GPTNeoSelfAttention):
+    """GPT-Neo self-attention through ``scaled_dot_product_attention`` (same parameters and outputs as eager).
+
+    Attention weights are not materialised; when they are asked for (``output_attentions=True``) the eager
+    computation is used for that call."""
+
+    def _attn(self, query, key, value, attention_mask=None):
+        if self._want_weights:
+            return super()._attn(query, key, value, attention_mask)
+        q_len, k_len = query.size(-2), key.size(-2)
+        dtype = query.dtype
+        query, key, value32 = query.float(), key.float(), value.float()
+        dropout = self.attn_dropout.p if self.training else 0.0
+        local = self.attention_type == "local" and k_len > self.config.window_size
+        if attention_mask is None and not local and q_len == k_len:
+            out = F.scaled_dot_product_attention(query, key, value32, dropout_p=dropout, is_causal=True, scale=1.0)
+        elif attention_mask is None:
+            allowed = self.bias[:, :, k_len - q_len : k_len, :k_len]
+            out = F.scaled_dot_product_attention(query, key, value32, attn_mask=allowed, dropout_p=dropout, scale=1.0)
+        else:
+            allowed = self.bias[:, :, k_len - q_len : k_len, :k_len]
+            if attention_mask.dtype == torch.bool:
+                mask = torch.zeros(attention_mask.shape, dtype=torch.float32, device=query.device)
+                mask = mask.masked_fill(~attention_mask, torch.finfo(torch.float32).min)
+            else:
+                mask = attention_mask.float()
+            # eager: where(bias, w, min) + mask; rows masked everywhere stay finite (uniform), never NaN
+            mask = mask.masked_fill(~allowed, torch.finfo(torch.float32).min)
+            out = F.scaled_dot_product_attention(query, key, value32, attn_mask=mask, dropout_p=dropout, scale=1.0)
+        return out.to(dtype), None
+
+    _want_weights = False
+
+    def forward(self, hidden_states, attention_mask=None, layer_past=None, use_cache=False, output_attentions=False, **kwargs):
+        self._want_weights = bool(output_attentions)
+        try:
+            return super().forward(hidden_states, attention_mask=attention_mask, layer_past=layer_past,
+                                   use_cache=use_cache, output_attentions=output_attentions, **kwargs)
+        finally:
+            self._want_weights = False
+
+
+class _MaskFreeGPTNeoModel(_neo.GPTNeoModel):
+    """``GPTNeoModel`` whose forward, when no ``attention_mask`` is given (or it is all ones) and no cache is in
+    use, has HF build no 4-D mask, so the attention layers use SDPA's causal kernel. A class (not a closure on
+    the instance) so that ``copy.deepcopy`` and pickling of a fast model keep working on the copy's own weights."""
+
+    _storybench_fast = True
+
+    def forward(self, *args, attention_mask=None, past_key_values=None, **kwargs):
+        cfg = self.config
+        unpadded = attention_mask is None or bool(attention_mask.all())
+        if unpadded and past_key_values is None and not kwargs.get("output_attentions"):
+            saved = cfg._attn_implementation
+            try:
+                cfg._attn_implementation_internal = "sdpa"  # only changes which mask create_causal_mask returns
+                return super().forward(*args, attention_mask=None, past_key_values=past_key_values, **kwargs)
+            finally:
+                cfg._attn_implementation_internal = saved
+        return super().forward(*args, attention_mask=attention_mask, past_key_values=past_key_values, **kwargs)
+
+
+def _mask_free_forward(model: GPTNeoForCausalLM):
+    """Switch ``model.transformer`` to :class:`_MaskFreeGPTNeoModel` (in place; same parameters and state dict)."""
+    inner = model.transformer
+    if type(inner) is _neo.GPTNeoModel:
+        inner.__class__ = _MaskFreeGPTNeoModel
+
+
+def enable_fast_attention(model: GPTNeoForCausalLM) -> GPTNeoForCausalLM:
+    """Switch every GPT-Neo attention layer of ``model`` to :class:`FastGPTNeoSelfAttention`, in place.
+
+    Parameters, buffers and the state dict are untouched, so checkpoints stay in HF's format."""
+    n = 0
+    for module in model.modules():
+        if type(module) is _neo.GPTNeoSelfAttention:
+            module.__class__ = FastGPTNeoSelfAttention
+            n += 1
+    if n == 0 and not any(isinstance(m, FastGPTNeoSelfAttention) for m in model.modules()):
+        raise TypeError(f"{type(model).__name__} has no GPT-Neo attention layers to accelerate")
+    _mask_free_forward(model)
+    return model
+
+
+def disable_fast_attention(model: GPTNeoForCausalLM) -> GPTNeoForCausalLM:
+    """Back to HF's eager attention (for comparisons)."""
+    for module in model.modules():
+        if type(module) is FastGPTNeoSelfAttention:
+            module.__class__ = _neo.GPTNeoSelfAttention
+    inner = model.transformer
+    if type(inner) is _MaskFreeGPTNeoModel:
+        inner.__class__ = _neo.GPTNeoModel
+    return model
+
+
+def spec_dict(spec: DecoderSpec) -> dict:
+    return asdict(spec)

@@ -1,0 +1,334 @@
+"""Story completion (STUDY.md §3): prompts cut from training stories, batched greedy / nucleus decoding.
+
+* **Prompts** (:func:`make_prompts`): training stories with ``min_words ≤ words ≤ max_words`` are shuffled with a
+  seed and cut after a random fraction (``frac``, default 15–30 %) of their words. The prompt is the original
+  text up to the end of that word; the *ending* is the rest of the story (for ROUGE against completions).
+  The prompt is tokenised on its own, so the prompt/completion boundary is a token boundary: the completion is
+  the decoding of the generated ids only, never a character slice of a decoded whole.
+* **Decoding** (:func:`generate`): greedy or nucleus (top-p, temperature), ``k`` completions per prompt.
+  Prompts are sorted by length and left-padded into batches; each prompt is *prefilled once* and its KV cache
+  repeated ``k`` times; decoding stops at ``<|endoftext|>`` or after ``max_new_tokens`` (or the model's context).
+  Sampling draws from a generator seeded per batch, so a rerun with the same parameters gives identical text.
+* **Corpora** (:func:`completion_rows`, :func:`register_generated`): JSONL rows with prompt, completion, story id,
+  model, decoding settings and seed, registered in the budget ledger as D_gen with word counts.
+"""
+from __future__ import annotations
+
+import random
+import re
+import unicodedata
+from dataclasses import asdict, dataclass
+from typing import Any, Iterable, Sequence
+
+import torch
+
+EOT = "<|endoftext|>"
+
+
+# ----------------------------------------------------------------------------- prompts
+
+
+@dataclass
+class Prompt:
+    story_id: Any
+    prompt: str  # the story's first words, exactly as written
+    ending: str  # the rest of the story
+    frac: float  # the fraction of words kept
+    n_words: int  # words in the prompt
+    story_words: int
+
+
+def truncate_story(story: str, frac: float) -> tuple[str, str, int]:
+    """Cut ``story`` after ``max(1, round(frac · words))`` words; returns (prompt, ending, words kept)."""
+    spans = [m.span() for m in re.finditer(r"\S+", story)]
+    if not spans:
+        raise ValueError("cannot truncate an empty story")
+    n = min(len(spans), max(1, round(frac * len(spans))))
+    end = spans[n - 1][1]
+    return story[:end], story[end:].strip(), n
+
+
+def make_prompts(
+    stories: Sequence[dict] | Sequence[str],
+    n: int | None = None,
+    frac: tuple[float, float] = (0.15, 0.30),
+    min_words: int = 20,
+    max_words: int = 512,
+    seed: int = 0,
+) -> list[Prompt]:
+    """Up to ``n`` prompts from ``stories`` (rows ``{"id", "text"}`` or plain strings), seeded.
+
+    Stories outside ``[min_words, max_words]`` are skipped; each kept story is cut after a fraction drawn
+    uniformly from ``frac`` (use ``(0.4, 0.5)`` for the paper's qualitative Table 8)."""
+    lo, hi = frac
+    if not 0 < lo <= hi < 1:
+        raise ValueError(f"frac must satisfy 0 < low <= high < 1, got {frac}")
+    if min_words < 1 or max_words < min_words:
+        raise ValueError(f"need 1 <= min_words <= max_words, got {min_words}, {max_words}")
+    rows = [s if isinstance(s, dict) else {"id": i, "text": s} for i, s in enumerate(stories)]
+    eligible = [r for r in rows if min_words <= len(r["text"].split()) <= max_words]
+    rng = random.Random(seed)
+    rng.shuffle(eligible)
+    if n is not None:
+        if n > len(eligible):
+            raise ValueError(f"asked for {n} prompts but only {len(eligible)} stories have {min_words}-{max_words} words")
+        eligible = eligible[:n]
+    out = []
+    for r in eligible:
+        f = rng.uniform(lo, hi)
+        prompt, ending, k = truncate_story(r["text"], f)
+        out.append(Prompt(r["id"], prompt, ending, f, k, len(r["text"].split())))
+    return out
+
+
+# ----------------------------------------------------------------------------- decoding
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """``greedy`` (k must be 1) or ``nucleus`` sampling with ``top_p`` and ``temperature``; ``k`` per prompt."""
+
+    method: str = "greedy"
+    k: int = 1
+    top_p: float = 0.95
+    temperature: float = 1.0
+
+    def __post_init__(self):
+        if self.method not in ("greedy", "nucleus"):
+            raise ValueError(f"decoding method must be greedy or nucleus, not {self.method!r}")
+        if self.k < 1:
+            raise ValueError(f"k must be >= 1, got {self.k}")
+        if self.method == "greedy" and self.k != 1:
+            raise ValueError("greedy decoding is deterministic: k must be 1")
+        if not 0 < self.top_p <= 1 or self.temperature <= 0:
+            raise ValueError(f"need 0 < top_p <= 1 and temperature > 0, got {self.top_p}, {self.temperature}")
+
+    @property
+    def name(self) -> str:
+        return "greedy" if self.method == "greedy" else f"nucleus-{self.k}"
+
+    def settings(self) -> dict:
+        d = asdict(self)
+        if self.method == "greedy":
+            d.pop("top_p"), d.pop("temperature")
+        return d
+
+
+def sample_next(logits: torch.Tensor, decoding: Decoding, generator: torch.Generator | None) -> torch.Tensor:
+    """Next token per row of ``logits`` [B, V]: argmax, or nucleus sampling (smallest set of most likely tokens
+    whose probability reaches ``top_p``, the token that crosses the threshold included), by inverse-CDF sampling
+    with uniforms from ``generator``."""
+    if decoding.method == "greedy":
+        return logits.argmax(-1)
+    probs = torch.softmax(logits.float() / decoding.temperature, dim=-1)
+    sorted_p, idx = probs.sort(dim=-1, descending=True)
+    if decoding.top_p < 1.0:
+        before = sorted_p.cumsum(-1) - sorted_p  # mass of strictly more likely tokens
+        sorted_p = sorted_p.masked_fill(before >= decoding.top_p, 0.0)
+    cdf = sorted_p.cumsum(-1)
+    u = torch.rand(len(logits), 1, generator=generator) * cdf[:, -1:]
+    pos = torch.searchsorted(cdf, u).clamp_(max=logits.size(-1) - 1)
+    return idx.gather(-1, pos).squeeze(-1)
+
+
+def _context_of(model) -> int:
+    return int(getattr(model.config, "max_position_embeddings", 1 << 30))
+
+
+@torch.no_grad()
+def generate(
+    model,
+    prompt_ids: Sequence[Sequence[int]],
+    decoding: Decoding,
+    eot_id: int,
+    max_new_tokens: int = 256,
+    batch_size: int = 64,
+    seed: int = 0,
+    bos: bool = True,
+    progress: bool = False,
+    desc: str = "generate",
+) -> list[list[list[int]]]:
+    """Completions as token ids: ``out[i][j]`` is the j-th of ``decoding.k`` completions of prompt ``i``
+    (without the final ``<|endoftext|>``). With ``bos`` every prompt is preceded by ``<|endoftext|>``, the
+    context a story has in the packed training stream.
+
+    ``batch_size`` counts rows (prompts × k). A batch's new tokens are limited by the model's context minus its
+    longest prompt."""
+    model.eval()
+    device = next(model.parameters()).device
+    k = decoding.k
+    per_batch = max(1, batch_size // k)
+    ctx = _context_of(model)
+    prompts = [([eot_id] if bos else []) + list(p) for p in prompt_ids]
+    if any(len(p) == 0 for p in prompts):
+        raise ValueError("empty prompt (pass bos=True or give at least one token)")
+    too_long = [i for i, p in enumerate(prompts) if len(p) >= ctx]
+    if too_long:
+        raise ValueError(f"{len(too_long)} prompt(s) fill the model's context of {ctx} tokens (first: #{too_long[0]})")
+    order = sorted(range(len(prompts)), key=lambda i: -len(prompts[i]))
+    out: list[list[list[int]]] = [[] for _ in prompts]
+    bar = None
+    if progress:
+        from tqdm.std import tqdm
+
+        bar = tqdm(total=len(prompts) * k, desc=desc, unit="story", mininterval=10)
+    for b, start in enumerate(range(0, len(order), per_batch)):
+        chunk = order[start : start + per_batch]
+        gen = torch.Generator().manual_seed(seed * 1_000_003 + b)
+        seqs = _generate_batch(model, [prompts[i] for i in chunk], decoding, eot_id,
+                               min(max_new_tokens, ctx - max(len(prompts[i]) for i in chunk)), gen, device)
+        for r, i in enumerate(chunk):
+            out[i] = seqs[r * k : (r + 1) * k]
+        if bar is not None:
+            bar.update(len(chunk) * k)
+    if bar is not None:
+        bar.close()
+    return out
+
+
+def _generate_batch(model, prompts, decoding: Decoding, eot_id: int, max_new: int, gen, device) -> list[list[int]]:
+    k = decoding.k
+    L = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), L), eot_id, dtype=torch.long)
+    mask = torch.zeros((len(prompts), L), dtype=torch.long)
+    for r, p in enumerate(prompts):
+        ids[r, L - len(p) :] = torch.tensor(p)
+        mask[r, L - len(p) :] = 1
+    pos = (mask.cumsum(-1) - 1).clamp(min=0)
+    ids, mask, pos = ids.to(device), mask.to(device), pos.to(device)
+    outputs = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True)
+    cache = outputs.past_key_values
+    logits = outputs.logits[:, -1, :]
+    if k > 1:
+        cache.batch_repeat_interleave(k)
+        logits = logits.repeat_interleave(k, dim=0)
+        mask = mask.repeat_interleave(k, dim=0)
+        pos = pos.repeat_interleave(k, dim=0)
+    rows = logits.size(0)
+    last_pos = pos[:, -1]
+    done = torch.zeros(rows, dtype=torch.bool, device=device)
+    produced: list[torch.Tensor] = []
+    for t in range(max(0, max_new)):
+        nxt = sample_next(logits, decoding, gen).to(device)
+        nxt = torch.where(done, torch.full_like(nxt, eot_id), nxt)
+        produced.append(nxt)
+        done |= nxt == eot_id
+        if bool(done.all()) or t == max_new - 1:
+            break
+        mask = torch.cat([mask, torch.ones((rows, 1), dtype=mask.dtype, device=device)], dim=1)
+        last_pos = last_pos + 1
+        outputs = model(input_ids=nxt[:, None], attention_mask=mask, position_ids=last_pos[:, None],
+                        past_key_values=cache, use_cache=True)
+        cache = outputs.past_key_values
+        logits = outputs.logits[:, -1, :]
+    if not produced:
+        return [[] for _ in range(rows)]
+    toks = torch.stack(produced, dim=1).tolist()
+    res = []
+    for row in toks:
+        res.append(row[: row.index(eot_id)] if eot_id in row else row)
+    return res
+
+
+# ----------------------------------------------------------------------------- corpora
+
+
+def complete_prompts(
+    model,
+    tokenizer,
+    prompts: Sequence[Prompt],
+    decoding: Decoding,
+    max_new_tokens: int = 256,
+    batch_size: int = 64,
+    seed: int = 0,
+    progress: bool = False,
+    desc: str = "generate",
+) -> list[list[str]]:
+    """Texts of ``decoding.k`` completions per prompt (each the decoding of the generated ids alone)."""
+    eot = tokenizer.convert_tokens_to_ids(EOT)
+    ids = [tokenizer(p.prompt, add_special_tokens=False)["input_ids"] for p in prompts]
+    out = generate(model, ids, decoding, eot, max_new_tokens, batch_size, seed, progress=progress, desc=desc)
+    # the tokenizer works in NFD; completions are brought back to NFC like the (NFC) stories they continue
+    return [[unicodedata.normalize("NFC", tokenizer.decode(c, skip_special_tokens=True, clean_up_tokenization_spaces=False))
+             for c in cs] for cs in out]
+
+
+def completion_rows(prompts: Sequence[Prompt], completions: Sequence[Sequence[str]], model_name: str,
+                    decoding: Decoding, seed: int) -> Iterable[dict]:
+    """JSONL rows of a generated corpus: one per completion; ``text`` = prompt + completion."""
+    for p, cs in zip(prompts, completions):
+        for j, c in enumerate(cs):
+            yield {"story_id": p.story_id, "sample": j, "prompt": p.prompt, "completion": c, "text": p.prompt + c,
+                   "model": model_name, "decoding": decoding.name, "settings": decoding.settings(), "seed": seed,
+                   "prompt_words": p.n_words, "completion_words": len(c.split())}
+
+
+def register_generated(ledger, name: str, rows: Sequence[dict], generator_corpus: str, path: str, seed: int,
+                       note: str = "") -> None:
+    """Enter a generated corpus in the budget ledger (D_gen): words of prompts and of completions."""
+    from .budgets import CorpusEntry
+
+    words = {"prompt": sum(len(r["prompt"].split()) for r in rows),
+             "completion": sum(len(r["completion"].split()) for r in rows)}
+    ledger.add(CorpusEntry(name, "gen", words, seed, {}, None, generator_corpus, path, note))
+
+
+def nested_decodings(decodings: Sequence[Decoding]) -> dict[str, tuple[Decoding, int]]:
+    """Nucleus corpora with the same settings share samples: ``nucleus-1`` is the first sample of
+    ``nucleus-10``, ``nucleus-5`` its first five. Returns, per decoding name, the decoding actually run and the
+    number of its samples to keep (so only the largest k is generated)."""
+    out: dict[str, tuple[Decoding, int]] = {}
+    for d in decodings:
+        if d.method == "greedy":
+            out[d.name] = (d, 1)
+            continue
+        biggest = max((e for e in decodings if e.method == "nucleus" and e.top_p == d.top_p and e.temperature == d.temperature),
+                      key=lambda e: e.k)
+        out[d.name] = (biggest, d.k)
+    return out
+
+
+def cached_completions(
+    path,
+    model_dir,
+    prompts: Sequence[Prompt],
+    decoding: Decoding,
+    *,
+    model_name: str,
+    max_new_tokens: int = 256,
+    batch_size: int = 64,
+    seed: int = 0,
+    progress: bool = True,
+    log=print,
+) -> list[dict]:
+    """Completion rows of ``prompts`` by the checkpoint in ``model_dir``, generated once and kept as JSONL at
+    ``path``; a rerun with the same weights, prompts and settings reads the file instead (``[skip]``)."""
+    from pathlib import Path
+
+    from .artifacts import fingerprint, read_jsonl, run_step, sha256_file, write_jsonl
+    from .decoder import load_decoder
+    from .tokenizers import load_tokenizer
+
+    model_dir, path = Path(model_dir), Path(path)
+    weights = sorted(model_dir.glob("*.safetensors")) or sorted(model_dir.glob("*.bin"))
+    if not weights:
+        raise FileNotFoundError(f"no model weights in {model_dir} (train the decoder first: notebook 02)")
+    fp = fingerprint([sha256_file(w) for w in weights], [asdict(p) for p in prompts], decoding.settings(),
+                     max_new_tokens, batch_size, seed)
+
+    def work():
+        model, tok = load_decoder(model_dir), load_tokenizer(model_dir)
+        comps = complete_prompts(model, tok, prompts, decoding, max_new_tokens, batch_size, seed, progress,
+                                 desc=f"{model_name} {decoding.name}")
+        write_jsonl(path, completion_rows(prompts, comps, model_name, decoding, seed))
+
+    run_step(f"{decoding.name} completions of {len(prompts)} prompts by {model_name}", path, fp, work, log)
+    return read_jsonl(path)
+
+
+def group_completions(rows: Sequence[dict], k: int | None = None) -> list[list[str]]:
+    """Completions grouped per prompt (in the order prompts first appear), the first ``k`` samples of each."""
+    groups: dict[Any, list[tuple[int, str]]] = {}
+    for r in rows:
+        groups.setdefault(r["story_id"], []).append((r["sample"], r["completion"]))
+    return [[c for _, c in sorted(v)][:k] for v in groups.values()]

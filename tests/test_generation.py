@@ -1,0 +1,143 @@
+"""Prompts, the prompt/completion boundary, and the batched sampler against HF generate."""
+import unicodedata
+
+import pytest
+import torch
+
+from helpers import decoder, generation as G, tokenizers
+
+TRICKY = [
+    'Tom said, "I have 3 apples and 12 pears!" Then he ran to the café with his dog, who barked: "Woof, woof!" '
+    "They counted 1, 2, 3 and laughed. The end came at 4:30, when the naïve cat said ‘bye’ — and left.",
+    "Mia’s mom baked 2 cakes. “Yummy!” said Mia. She ate 1½ slices in 10 minutes and wanted more, but mom "
+    "said no. Mia was sad, then happy again when Dad brought ice cream with 3 cherries on top of it.",
+]
+
+
+@pytest.fixture(scope="module")
+def tiny_model(decoder_tokenizer):
+    eot = decoder_tokenizer.convert_tokens_to_ids(G.EOT)
+    spec = decoder.DecoderSpec(hidden=32, layers=2, heads=4, context=128, window=16,
+                               vocab_size=len(decoder_tokenizer), dropout=0.0)
+    return decoder.build_decoder(spec, seed=3, bos_token_id=eot, eos_token_id=eot, pad_token_id=eot).eval()
+
+
+def test_truncate_story_keeps_original_text():
+    story = TRICKY[0]
+    for frac in (0.1, 0.15, 0.3, 0.5, 0.9):
+        prompt, ending, n = G.truncate_story(story, frac)
+        assert n == max(1, round(frac * len(story.split())))
+        assert story.startswith(prompt) and not prompt.endswith(" ")
+        assert " ".join((prompt + " " + ending).split()) == " ".join(story.split())
+
+
+def test_make_prompts_filters_and_is_seeded(real_stories):
+    a = G.make_prompts(real_stories, n=20, seed=5)
+    b = G.make_prompts(real_stories, n=20, seed=5)
+    c = G.make_prompts(real_stories, n=20, seed=6)
+    assert [p.prompt for p in a] == [p.prompt for p in b] != [p.prompt for p in c]
+    for p in a:
+        assert 20 <= p.story_words <= 512
+        assert 0.15 <= p.frac <= 0.30
+        assert p.n_words == max(1, round(p.frac * p.story_words))
+        assert real_stories[p.story_id].startswith(p.prompt)
+    with pytest.raises(ValueError, match="only"):
+        G.make_prompts(real_stories[:3], n=10)
+    with pytest.raises(ValueError):
+        G.make_prompts(real_stories, frac=(0.5, 0.2))
+
+
+@pytest.mark.parametrize("story", TRICKY)
+def test_prompt_completion_boundary_is_a_token_boundary(decoder_tokenizer, story):
+    """If the model produced exactly the tokens of the true ending, prompt + completion must give back the story:
+    the prompt is tokenised on its own and the completion is the decoding of the generated ids alone."""
+    tok = decoder_tokenizer
+    prompt, ending, _ = G.truncate_story(story, 0.4)
+    rest = story[len(prompt):]  # the ending with its leading whitespace
+    prompt_ids = tok(prompt, add_special_tokens=False)["input_ids"]
+    gen_ids = tok(rest, add_special_tokens=False)["input_ids"]
+    assert tok.decode(prompt_ids) == unicodedata.normalize("NFD", prompt)
+    completion = tok.decode(gen_ids, skip_special_tokens=True)
+    assert unicodedata.normalize("NFC", prompt + completion) == unicodedata.normalize("NFC", story)
+    # and the concatenation of ids decodes to the same text: the boundary loses nothing
+    assert tok.decode(prompt_ids + gen_ids) == unicodedata.normalize("NFD", story)
+
+
+def test_greedy_matches_hf_generate_with_batching_and_padding(tiny_model, decoder_tokenizer, real_stories):
+    tok, m = decoder_tokenizer, tiny_model
+    eot = tok.convert_tokens_to_ids(G.EOT)
+    prompts = G.make_prompts(real_stories, n=7, seed=2, max_words=200)
+    ids = [tok(p.prompt, add_special_tokens=False)["input_ids"] for p in prompts]
+    assert len({len(x) for x in ids}) > 1, "prompts of different lengths exercise the padding"
+    ours = G.generate(m, ids, G.Decoding("greedy"), eot, max_new_tokens=15, batch_size=3)
+    for i, p in enumerate(ids):
+        x = torch.tensor([[eot] + p])
+        ref = m.generate(x, max_new_tokens=15, do_sample=False, pad_token_id=eot, eos_token_id=eot)[0, x.shape[1]:].tolist()
+        ref = ref[: ref.index(eot)] if eot in ref else ref
+        assert ours[i] == [ref]
+
+
+def test_sampling_is_seeded_and_independent_of_nothing_else(tiny_model, decoder_tokenizer, real_stories):
+    tok, m = decoder_tokenizer, tiny_model
+    eot = tok.convert_tokens_to_ids(G.EOT)
+    ids = [tok(p.prompt, add_special_tokens=False)["input_ids"] for p in G.make_prompts(real_stories, n=4, seed=1, max_words=200)]
+    d = G.Decoding("nucleus", k=3, top_p=0.95)
+    a = G.generate(m, ids, d, eot, max_new_tokens=12, batch_size=6, seed=7)
+    b = G.generate(m, ids, d, eot, max_new_tokens=12, batch_size=6, seed=7)
+    c = G.generate(m, ids, d, eot, max_new_tokens=12, batch_size=6, seed=8)
+    assert a == b and a != c
+    assert all(len(cs) == 3 for cs in a)
+    assert len({tuple(x) for x in a[0]}) > 1, "k samples of one prompt should differ"
+
+
+def test_nucleus_keeps_the_smallest_set_reaching_top_p():
+    probs = torch.tensor([[0.5, 0.3, 0.15, 0.05]])
+    logits = probs.log()
+    g = torch.Generator().manual_seed(0)
+    d = G.Decoding("nucleus", top_p=0.7)  # 0.5 < 0.7 <= 0.8: tokens 0 and 1
+    draws = torch.stack([G.sample_next(logits, d, g) for _ in range(4000)]).flatten()
+    assert set(draws.tolist()) == {0, 1}
+    share = (draws == 0).float().mean().item()
+    assert abs(share - 0.5 / 0.8) < 0.03
+    tiny = G.Decoding("nucleus", top_p=0.01)
+    assert all(int(G.sample_next(logits, tiny, g)) == 0 for _ in range(50))
+    full = G.Decoding("nucleus", top_p=1.0)
+    draws = torch.stack([G.sample_next(logits, full, g) for _ in range(4000)]).flatten()
+    assert abs((draws == 3).float().mean().item() - 0.05) < 0.015
+
+
+def test_generation_stops_at_eot_and_respects_limits(tiny_model, decoder_tokenizer):
+    tok, m = decoder_tokenizer, tiny_model
+    eot = tok.convert_tokens_to_ids(G.EOT)
+    ids = [tok("Once upon a time", add_special_tokens=False)["input_ids"]]
+    out = G.generate(m, ids, G.Decoding("nucleus", k=4), eot, max_new_tokens=9, seed=1)
+    assert all(len(c) <= 9 and eot not in c for c in out[0])
+    with pytest.raises(ValueError, match="context"):
+        G.generate(m, [[5] * 200], G.Decoding("greedy"), eot)
+    with pytest.raises(ValueError):
+        G.Decoding("greedy", k=2)
+    with pytest.raises(ValueError):
+        G.Decoding("beam")
+
+
+def test_corpus_rows_and_ledger(tmp_path, real_stories):
+    from helpers.budgets import CorpusEntry, Ledger
+
+    prompts = G.make_prompts(real_stories, n=3, seed=0)
+    comps = [[" and then they played.", " The end."]] * 3
+    d = G.Decoding("nucleus", k=2)
+    rows = list(G.completion_rows(prompts, comps, "tiny-1M", d, seed=4))
+    assert len(rows) == 6 and rows[0]["text"] == rows[0]["prompt"] + rows[0]["completion"]
+    assert rows[1]["decoding"] == "nucleus-2" and rows[1]["settings"]["top_p"] == 0.95
+    ledger = Ledger(tmp_path / "ledger.json")
+    ledger.add(CorpusEntry("tiny-1M", "tiny", {"tinystories": 1000}, 0))
+    G.register_generated(ledger, "gen-nucleus-2", rows, "tiny-1M", "gen.jsonl", 4)
+    e = Ledger(tmp_path / "ledger.json")["gen-nucleus-2"]
+    assert e.kind == "gen" and e.words_by_source["completion"] == 3 * (4 + 2)
+
+
+def test_nested_decodings_share_samples():
+    ds = [G.Decoding("greedy"), G.Decoding("nucleus", k=1), G.Decoding("nucleus", k=5), G.Decoding("nucleus", k=10)]
+    plan = G.nested_decodings(ds)
+    assert plan["greedy"] == (ds[0], 1)
+    assert plan["nucleus-1"] == (ds[3], 1) and plan["nucleus-5"] == (ds[3], 5) and plan["nucleus-10"] == (ds[3], 10)
