@@ -24,6 +24,8 @@ def save_table(df, name: str, profile: str, index: bool = False, floatfmt: str =
     with atomic_path(csv) as tmp:
         df.to_csv(tmp, index=index)
     shown = df.map(lambda v: v.replace("\n", "<br>") if isinstance(v, str) else v)  # keep Markdown rows on one line
+    ints = [c for c in shown.columns if str(shown[c].dtype).startswith(("int", "uint"))]
+    shown[ints] = shown[ints].astype(str)  # tabulate would print integer columns with the float format
     md = shown.to_markdown(index=index, floatfmt=floatfmt) if _has_tabulate() else df.to_string(index=index)
     write_text(d / f"{name}.md", (f"{caption}\n\n" if caption else "") + md + "\n")
     return csv

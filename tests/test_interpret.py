@@ -1,0 +1,224 @@
+"""Interpretability helpers: hooked MLP activations, distance correlation, top-k contexts, word classes, cache."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from helpers import interpret as I
+from helpers.decoder import DecoderSpec, build_decoder
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def stories():
+    from helpers.data import load_tinystories
+
+    return load_tinystories("tinystories/v1_train_prefix_2MiB.txt.gz").stories[:200]
+
+
+@pytest.fixture(scope="module")
+def tok(stories):
+    from helpers.tokenizers import train_tokenizer
+
+    return train_tokenizer(stories, "decoder", 512)
+
+
+@pytest.fixture(scope="module")
+def model(tok):
+    spec = DecoderSpec(hidden=32, layers=2, heads=4, context=64, window=8, vocab_size=len(tok))
+    return build_decoder(spec, seed=0, bos_token_id=tok.eos_token_id, eos_token_id=tok.eos_token_id,
+                         pad_token_id=tok.pad_token_id).eval()
+
+
+def test_hooked_activations_equal_a_manual_mlp_forward(model, tok, stories):
+    ids = tok(stories[0], add_special_tokens=False)["input_ids"][:60]
+    acts = I.mlp_activations(model, ids)
+    assert sorted(acts) == [0, 1]
+    x = torch.tensor([ids])
+    with torch.no_grad():
+        hidden = model(x, output_hidden_states=True).hidden_states
+        for layer, block in enumerate(model.transformer.h):
+            h = hidden[layer]  # the input of block `layer`
+            resid = h + block.attn(block.ln_1(h))[0]
+            manual = block.mlp.act(block.mlp.c_fc(block.ln_2(resid)))[0].numpy()
+            assert acts[layer].shape == (len(ids), 4 * 32)
+            assert np.abs(acts[layer] - manual).max() < 1e-6
+    # a subset of layers, and the recorder removes its hooks
+    assert list(I.mlp_activations(model, ids, layers=[1])) == [1]
+    assert all(not b.mlp.act._forward_hooks for b in model.transformer.h)
+
+
+def test_attention_maps_are_causal_and_local_layers_windowed(model, tok, stories):
+    ids = tok(stories[1], add_special_tokens=False)["input_ids"][:40]
+    att = I.attention_maps(model, ids)
+    assert att.shape == (2, 4, len(ids), len(ids))
+    np.testing.assert_allclose(att.sum(-1), 1.0, atol=1e-5)
+    assert np.all(np.triu(att, 1) == 0)
+    assert I.layer_types(model) == ["global", "local"]
+    i, j = np.indices(att.shape[-2:])
+    assert np.all(att[1][:, (i - j) >= 8] == 0) and np.any(att[0][:, (i - j) >= 8] > 0)
+
+
+def test_distance_correlation_uses_only_the_lower_triangle():
+    T = 12
+    i, j = np.indices((T, T))
+    att = np.where(j <= i, 1.0 - 0.05 * (i - j) + 0.01 * (i % 3), 0.0)  # weight falls with distance below the diagonal
+    lower = I.distance_correlation(att)
+    m = j <= i
+    assert lower == pytest.approx(np.corrcoef(att[m], (i - j)[m])[0, 1])
+    assert lower < -0.9
+    full = I.distance_correlation(att, lower=False)
+    assert full == pytest.approx(np.corrcoef(att.ravel(), np.abs(i - j).ravel())[0, 1])
+    assert abs(full) < 0.5  # the zeros above the diagonal hide the pattern in the full-matrix value
+    assert I.positional_label(lower) == "positional" and I.positional_label(full) == "semantic"
+    # window: only the entries a local layer can attend to
+    w = I.distance_correlation(att, window=4)
+    mw = (j <= i) & (i - j < 4)
+    assert w == pytest.approx(np.corrcoef(att[mw], (i - j)[mw])[0, 1]) and w != pytest.approx(lower)
+    # leading dimensions are vectorised; first=1 leaves out the start token's row and column
+    stack = np.stack([att, att[::-1, ::-1].T])
+    np.testing.assert_allclose(I.distance_correlation(stack, first=1)[0], I.distance_correlation(att[1:, 1:]))
+
+
+def test_positional_label_threshold():
+    assert I.positional_label(0.51) == "positional"
+    assert I.positional_label(-0.7) == "positional"
+    assert I.positional_label(0.5) == "semantic"
+    assert I.positional_label(-0.2) == "semantic"
+    assert I.positional_label(float("nan")) == "undefined"
+    assert list(I.positional_label(np.array([0.9, 0.1]))) == ["positional", "semantic"]
+    ref = I.reference_correlations(100)
+    assert ref["uniform"] < 0 and abs(ref["previous token"]) < 0.5  # what the criterion cannot see
+
+
+def test_story_attention_stats_targets_and_offsets():
+    T = 6  # start token + 5 story tokens; every query attends fully to the previous token
+    att = np.zeros((1, 1, T, T))
+    att[0, 0, 0, 0] = att[0, 0, 1, 1] = 1.0
+    for q in range(2, T):
+        att[0, 0, q, q - 1] = 1.0
+    s = I.story_attention_stats(att, ["global"], window=256)
+    assert list(s["target"][0, 0]) == [-1, -1, 0, 1, 2, 3]  # story-token index of the previous token
+    prof = s["offset_sum"][0, 0] / np.maximum(s["offset_n"], 1)
+    assert np.argmax(prof) == 1 and prof[1] == pytest.approx(1.0)
+    assert s["sink"][0, 0] == 0 and s["mean_dist"][0, 0] == pytest.approx(1.0)
+
+
+def test_top_k_tokens_and_context_at_story_edges():
+    story = np.array([0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1])  # stories of 4 and 12 tokens
+    acts = np.zeros((len(story), 3), dtype=np.float32)
+    acts[0, 0], acts[1, 0], acts[9, 0] = 5.0, 4.0, 3.0  # neuron 0: best at the very first token
+    acts[3, 1] = 2.0  # neuron 1: last token of story 0
+    acts[4, 2], acts[15, 2] = 1.0, 9.0  # neuron 2: last token of story 1, then first token of story 1
+    idx, vals = I.top_activations(acts, 3)
+    assert list(idx[0]) == [0, 1, 9] and list(vals[0]) == [5, 4, 3]
+    assert idx[1][0] == 3 and list(idx[2][:2]) == [15, 4]
+    # distinct tokens: each token once, at its strongest occurrence
+    ids = np.array([7, 7, 8, 9, 7, 8, 9, 1, 2, 3, 4, 5, 6, 7, 8, 9])
+    acts[13, 0] = 6.0  # token 7 again, stronger
+    d_idx, d_vals = I.top_activations(acts, 3, ids)
+    assert list(d_idx[0]) == [13, 9, 7] and list(d_vals[0]) == [6, 3, 0]  # 7 (best row 13), 3, then ties: token 1
+    assert len(set(ids[d_idx[0]])) == 3
+    for got, want in zip(I.top_activations(acts, 3, ids, chunk=1) + I.top_activations(acts, 3, chunk=2),
+                         (d_idx, d_vals) + I.top_activations(acts, 3)):
+        np.testing.assert_array_equal(got, want)  # neurons processed in chunks: same answer
+    assert I.context_bounds(story, 0, 5) == (0, 4)  # nothing on the left, right stops at the story's end
+    assert I.context_bounds(story, 3, 5) == (0, 4)  # last of story 0: never crosses into story 1
+    assert I.context_bounds(story, 4, 5) == (4, 10)  # first of story 1: never crosses back into story 0
+    assert I.context_bounds(story, 9, 5) == (4, 15)  # ±5 in the middle
+    assert I.context_bounds(story, 15, 5) == (10, 16)  # end of the stream
+    starts, ends = I.story_bounds(story)
+    assert starts[9] == 4 and ends[9] == 16 and ends[2] == 4
+
+
+def test_word_classes():
+    lex = I.load_lexicon()
+    cls = lambda w, initial=False, names=frozenset(): I.word_class(w, lex, initial, names)
+    assert cls("the") == "determiner" and cls("The", True) == "determiner"
+    assert cls("she") == "pronoun" and cls("with") == "preposition" and cls("and") == "conjunction"
+    assert cls("was") == "auxiliary" and cls("didn't") == "auxiliary"
+    assert cls(",") == "punctuation" and cls("!") == "punctuation"
+    assert cls("dog") == "noun" and cls("cats") == "noun"
+    assert cls("happy") == "adjective"
+    assert cls("played") == "verb" and cls("went") == "verb"
+    assert cls("Lily") == "name" and cls("Lily", True) == "name"  # a known name, even sentence-initially
+    assert cls("Zorg") == "name" and cls("Zorg", True) == "other"  # capitalised mid-sentence only
+    assert cls("Zorg", True, {"Zorg"}) == "name"
+    words = I.split_words('Once upon a time, Zorg ran. "Zorg is here," she said.')
+    assert [w.text for w in words if w.sentence_initial] == ["Once", "Zorg"]
+    tagger = I.LexiconTagger(lex)
+    tags = dict(zip([w.text for w in words], tagger.tag("", words)))
+    assert tags["Zorg"] == "name" and tags["Once"] != "name"
+    fitted = I.LexiconTagger(lex).fit(["The blorp fell. A blorp is red. He saw the blorp!"])
+    assert fitted.inferred.get("blorp") == "noun"
+    assert I.attention_class("preposition") == "other" and I.attention_class("noun") == "noun"
+
+
+def test_tokens_inherit_the_class_of_their_word(tok):
+    tagger = I.LexiconTagger()
+    st = I.encode_story(tok, "Once upon a time, Zyxwv saw the dog.\nThe end.", 64, tagger)
+    assert st.ids[0] == tok.convert_tokens_to_ids("<|endoftext|>")
+    classes = st.token_classes()
+    pieces = [tok.decode([t]) for t in st.ids[1:]]
+    name_rows = [k for k, c in enumerate(classes[1:]) if c == "name"]
+    assert "".join(pieces[k] for k in name_rows).strip() == "Zyxwv" and len(name_rows) > 1  # a multi-token name
+    assert classes[0] == "start"
+    assert [c for p, c in zip(pieces, classes[1:]) if p == "\n"] == ["punctuation"]
+    assert I.display_token(tok, st.ids[0]) == "<eot>" and I.display_token(tok, tok("\n")["input_ids"][0]) == "↵"
+    assert len(I.encode_story(tok, "Once upon a time " * 40, 10, tagger).ids) == 10
+
+
+def test_spacy_tags_are_mapped_by_character_offsets():
+    class Tok:
+        def __init__(self, idx, pos):
+            self.idx, self.pos_ = idx, pos
+
+    text = "Lily didn't run."
+    fake = lambda t: [Tok(0, "PROPN"), Tok(5, "AUX"), Tok(8, "PART"), Tok(12, "VERB"), Tok(15, "PUNCT")]
+    tags = I.SpacyTagger(fake).tag(text, I.split_words(text))
+    assert tags == ["name", "auxiliary", "verb", "punctuation"]
+
+
+def test_analysis_is_cached_and_reused(tmp_path, model, tok, stories):
+    path = tmp_path / "tiny" / "best"
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    logs: list[str] = []
+    texts = stories[:3]
+    a = I.analyse_model(path, texts, 40, layers=[1], cache=tmp_path / "cache", log=logs.append)
+    assert any(m.startswith("[run ]") for m in logs)
+    assert a.acts[1].shape == (a.n_tokens, 128) and a.acts[1].dtype == np.float16
+    assert len(a.classes) == a.n_tokens == sum(len(s.ids) - 1 for s in a.stories)
+    assert a.stats["r_lower"].shape == (3, 2, 4) and a.targets.shape == (2, 4, a.n_tokens)
+    # cached values are the hooked activations of each story
+    direct = I.mlp_activations(a.model, a.stories[1].ids, [1])[1][1:]
+    rows = a.story == 1
+    np.testing.assert_allclose(np.asarray(a.acts[1][rows], dtype=np.float32), direct, rtol=2e-3, atol=2e-3)
+    logs.clear()
+    b = I.analyse_model(path, texts, 40, layers=[1], cache=tmp_path / "cache", log=logs.append)
+    assert any(m.startswith("[skip]") for m in logs) and not any(m.startswith("[run ]") for m in logs)
+    np.testing.assert_array_equal(np.asarray(a.acts[1]), np.asarray(b.acts[1]))
+    logs.clear()
+    I.analyse_model(path, texts, 30, layers=[1], cache=tmp_path / "cache", log=logs.append)
+    assert any(m.startswith("[run ]") for m in logs)  # a parameter changed: recomputed
+    # the tables run on the result
+    heads = I.head_table(a)
+    assert len(heads) == 8 and set(heads["label"]) <= {"positional", "semantic", "undefined"}
+    targets = I.target_class_table(a, heads)
+    assert np.allclose(targets[I.ATTENTION_CLASSES].sum(axis=1), 1.0)
+    shares, idx, vals = I.neuron_class_shares(a, 1, 5)
+    assert len(shares) == 128 and np.allclose(shares[I.CLASSES].sum(axis=1), 1.0)
+    dshares, didx, _ = I.neuron_class_shares(a, 1, 5, distinct=True)
+    assert all(len(set(a.ids[r])) == 5 for r in didx)
+    rates = {a.name: I.token_base_rates(a)}
+    spec = I.specialist_table(pd.concat([shares, dshares]), 0.5, rates, 5)
+    assert list(spec["top tokens"]) == ["all", "distinct"] and (spec.specialists <= 128).all()
+    ex = I.neuron_examples(a, 1, 0, idx, vals, 5)
+    assert len(ex) == 5 and ex[0]["activation"] >= ex[-1]["activation"]
+    assert "<mark" not in I.neuron_html(a, 1, 0, ex) and "class=\"top\"" in I.neuron_html(a, 1, 0, ex)

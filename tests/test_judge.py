@@ -1,0 +1,356 @@
+"""The LLM judge client against a real chat-completions server on 127.0.0.1 (no network beyond loopback).
+
+The fake server's behaviour is steered by markers inside the graded completion (``<<429>>``, ``<<500x2>>``, ...),
+so concurrent items do not interfere.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from helpers.judge import (
+    GRADE_TEMPLATE,
+    INSTRUCT_CATEGORIES,
+    INSTRUCT_GRADE_TEMPLATE,
+    GradeParseError,
+    JudgeClient,
+    JudgeConfig,
+    JudgeConfigError,
+    grade_completions,
+    judge_status,
+    parse_grades,
+)
+
+KEY_ENV = "STORYBENCH_TEST_JUDGE_KEY"
+SECRET = "sk-test-SECRET-0123456789abcdef"
+GOOD = "Grammar: 8/10\nCreativity: 6/10\nConsistency: 7/10\nPlot: 5/10\nAge group: B"
+
+
+class FakeJudge:
+    """A tiny OpenAI-compatible server with scripted failures."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.calls = 0
+        self.counts: dict[tuple[str, str], int] = {}
+        self.inflight = 0
+        self.max_inflight = 0
+        self.auth: list[str | None] = []
+        self.reasks = 0
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a):  # keep pytest output clean
+                pass
+
+            def _send(self, code, body, headers=()):
+                data = body.encode() if isinstance(body, str) else body
+                self.send_response(code)
+                for k, v in headers:
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_POST(self):
+                with fake.lock:
+                    fake.inflight += 1
+                    fake.max_inflight = max(fake.max_inflight, fake.inflight)
+                try:
+                    self._handle()
+                finally:
+                    with fake.lock:
+                        fake.inflight -= 1
+
+            def _handle(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                if self.path != "/v1/chat/completions":
+                    return self._send(404, '{"error": "no such route"}')
+                auth = self.headers.get("Authorization")
+                msgs = body["messages"]
+                first, last = msgs[0]["content"], msgs[-1]["content"]
+                turn = "grade" if (last.startswith(("Now, grade", "Your grades")) or "First write" in last) else "assess"
+                markers = set(re.findall(r"<<(\w+)>>", first))
+                with fake.lock:
+                    fake.calls += 1
+                    fake.auth.append(auth)
+                    if last.startswith("Your grades"):
+                        fake.reasks += 1
+                    n = fake.counts[(first, turn)] = fake.counts.get((first, turn), 0) + 1
+                    total = sum(v for (f, _), v in fake.counts.items() if f == first)
+                if "slow" in markers:
+                    time.sleep(0.25)
+                if "timeout" in markers and total == 1:
+                    time.sleep(1.2)
+                if "401" in markers:
+                    return self._send(401, '{"error": "bad key"}')
+                if "always500" in markers:
+                    return self._send(500, f'{{"error": "internal", "echo": "{auth}"}}')
+                if "429" in markers and total == 1:
+                    return self._send(429, '{"error": "rate limited"}', [("Retry-After", "3")])
+                if "500x2" in markers and total <= 2:
+                    return self._send(500, '{"error": "boom"}')
+                if "garbled" in markers and total == 1:
+                    return self._send(200, "<html>definitely not json")
+                if "nochoices" in markers and total == 1:
+                    return self._send(200, '{"object": "chat.completion", "choices": []}')
+                if turn == "assess":
+                    content = "The completion is grammatical and mostly consistent with the beginning."
+                elif "range" in markers and n == 1:
+                    content = "Grammar: 11/10\nCreativity: 6/10\nConsistency: 7/10\nPlot: 5/10\nAge group: B"
+                elif "missing" in markers and n == 1:
+                    content = "Grammar: 8/10, Creativity: 6/10, Consistency: 7/10. Age group: B"
+                elif "jsonreply" in markers:
+                    content = 'Sure! ```json\n{"grammar": 9, "creativity": "4/10", "consistency": 3, "plot sense": 2, "age_group": "C"}\n```'
+                elif "instructions for writing" in first:  # the instruct protocol: one more grade
+                    content = GOOD if ("noinstr" in markers and n == 1) else GOOD.replace("Age group", "Instructions: 4/10\nAge group")
+                else:
+                    content = GOOD
+                reply = {"id": "x", "object": "chat.completion", "model": body["model"],
+                         "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}]}
+                self._send(200, json.dumps(reply), [("Content-Type", "application/json")])
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def server():
+    s = FakeJudge()
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def key(monkeypatch):
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    return SECRET
+
+
+def make_cfg(server, tmp_path, **kw):
+    base = dict(base_url=server.url, model="fake-judge", api_key_env=KEY_ENV, cache_dir=tmp_path / "cache",
+                max_retries=3, timeout=5, backoff_base=0.001, backoff_max=0.01, max_concurrency=4)
+    base.update(kw)
+    return JudgeConfig(**base)
+
+
+def items(*completions, prompt="Once upon a time, Lily found a"):
+    return [{"model": "m", "sample": i, "prompt": prompt, "completion": c} for i, c in enumerate(completions)]
+
+
+def cache_text(tmp_path) -> str:
+    return "".join(p.read_text() for p in (tmp_path / "cache").rglob("*.json"))
+
+
+# ----------------------------------------------------------------------------- parsing (no server)
+@pytest.mark.parametrize("reply, expect", [
+    (GOOD, (8, 6, 7, 5, "B")),
+    ("**Grammar:** 9\n**Creativity:** 7.5\n**Consistency with the beginning:** 8\n**Plot sense:** 6\n**Age group:** C (6-7)",
+     (9, 7.5, 8, 6, "C")),
+    ('{"grammar": 4, "creativity": "3/10", "consistency": 2, "plot": 1, "age group": "A"}', (4, 3, 2, 1, "A")),
+    ("Here you go: {\"Grammar\": 7, \"Creativity\": 7, \"Consistency\": 7, \"Plot_sense\": 7, \"Age\": \"D: 8-9\"}",
+     (7, 7, 7, 7, "D")),
+    ("Grades: [8, 7, 9, 6]. Age group: E", (8, 7, 9, 6, "E")),
+    ("Grammar (1-10): 6 out of 10. Creativity (1-10): 5. Consistency: 4/10 and plot: 3/10. Age: 4-5", (6, 5, 4, 3, "B")),
+    # an assessment mentioning the categories first: the last mention of each label wins
+    ("The grammar has 2 small slips and the plot is thin.\nGrammar: 7\nCreativity: 5\nConsistency: 6\nPlot: 4\nAge group: B",
+     (7, 5, 6, 4, "B")),
+])
+def test_parse_grades_formats(reply, expect):
+    g = parse_grades(reply)
+    assert (g["grammar"], g["creativity"], g["consistency"], g["plot"], g["age_group"]) == expect
+
+
+@pytest.mark.parametrize("reply, problem", [
+    ("Grammar: 11/10\nCreativity: 6\nConsistency: 7\nPlot: 5\nAge group: B", "grammar=11 out of range"),
+    ("Grammar: 0\nCreativity: 6\nConsistency: 7\nPlot: 5\nAge group: B", "grammar=0 out of range"),
+    ("Grammar: 8, Creativity: 6, Consistency: 7. Age group: B", "plot missing"),
+    ("Grammar: 8, Creativity: 6, Consistency: 7, Plot: 5", "age group missing"),
+    ("I cannot grade this.", "grammar missing"),
+])
+def test_parse_grades_rejects(reply, problem):
+    with pytest.raises(GradeParseError, match=problem):
+        parse_grades(reply)
+
+
+# ----------------------------------------------------------------------------- config
+def test_config_disabled_without_endpoint(monkeypatch):
+    for v in ("STORYBENCH_JUDGE_BASE_URL", "STORYBENCH_JUDGE_MODEL", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(v, raising=False)
+    assert JudgeConfig.from_env() is None
+    assert JudgeConfig.from_params({"judge": {"base_url": None, "model": None}}) is None
+    assert JudgeConfig.from_params({"base_url": "http://x:1/v1", "model": "m", "enabled": False}) is None
+    assert judge_status(None).startswith("skipped: no judge endpoint configured (set judge_base_url/judge_model params")
+    with pytest.raises(ValueError, match="no judge endpoint"):
+        grade_completions(None, items("a"))
+    monkeypatch.setenv("STORYBENCH_JUDGE_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("STORYBENCH_JUDGE_MODEL", "llama")
+    cfg = JudgeConfig.from_params({"judge": {"temperature": 0, "max_concurrency": 2}}, cache_dir="/tmp/x")
+    assert cfg.model == "llama" and cfg.max_concurrency == 2 and cfg.endpoint == "http://127.0.0.1:9/v1/chat/completions"
+
+
+def test_config_rejects_bad_input():
+    with pytest.raises(ValueError, match="must not contain the judge API key"):
+        JudgeConfig.from_params({"base_url": "http://x/v1", "model": "m", "api_key": "sk-123"})
+    with pytest.raises(ValueError, match="http"):
+        JudgeConfig(base_url="localhost:8000", model="m")
+    with pytest.raises(ValueError, match="NAME of an environment variable"):
+        JudgeConfig(base_url="http://x/v1", model="m", api_key_env="sk-abc-123 secret")
+    with pytest.raises(ValueError, match="unknown judge parameter"):
+        JudgeConfig.from_params({"base_url": "http://x/v1", "model": "m", "temprature": 1})
+
+
+# ----------------------------------------------------------------------------- against the loopback server
+def test_grades_and_cache_resume(server, key, tmp_path):
+    cfg = make_cfg(server, tmp_path)
+    its = items("she found a red ball.", "a cat sat.", "they played.", "a cat sat.")  # one duplicate
+    df = grade_completions(cfg, its, progress=False)
+    assert list(df["status"]) == ["graded"] * 4
+    assert server.calls == 3 * 2  # two turns per unique item, the duplicate is graded once
+    assert df[["grammar", "creativity", "consistency", "plot"]].iloc[0].tolist() == [8, 6, 7, 5]
+    assert set(df["age_group"]) == {"B"} and list(df["sample"]) == [0, 1, 2, 3]  # extra columns carried
+    assert len(list((tmp_path / "cache").rglob("*.json"))) == 3
+    # resume: nothing is paid twice
+    df2 = grade_completions(cfg, its + items("a brand new one.", prompt="Other prompt"), progress=False)
+    assert server.calls == 3 * 2 + 2
+    assert list(df2["status"]) == ["cached"] * 4 + ["graded"]
+    assert df2["grammar"].tolist()[:4] == df["grammar"].tolist()
+    # the key includes the judge model and the prompt
+    other = make_cfg(server, tmp_path, model="another-judge")
+    grade_completions(other, its[:1], progress=False)
+    assert server.calls == 3 * 2 + 2 + 2
+
+
+def test_retries_on_429_500_and_garbled(server, key, tmp_path):
+    sleeps: list[float] = []
+    cfg = make_cfg(server, tmp_path, max_concurrency=1)
+    client = JudgeClient(cfg, sleep=sleeps.append, jitter=0.0)
+    df = grade_completions(cfg, items("x <<429>>", "y <<500x2>>", "z <<garbled>>", "w <<nochoices>>"),
+                           progress=False, client=client)
+    assert list(df["status"]) == ["graded"] * 4
+    assert df["retries"].tolist() == [1, 2, 1, 1]
+    assert df["grammar"].tolist() == [8] * 4
+    assert 3.0 in sleeps  # Retry-After honoured
+    assert 0.001 in sleeps and 0.002 in sleeps  # exponential backoff on the 500s
+    assert server.calls == 2 * 4 + 1 + 2 + 1 + 1
+
+
+def test_reask_on_out_of_range_missing_and_json(server, key, tmp_path):
+    cfg = make_cfg(server, tmp_path)
+    df = grade_completions(cfg, items("a <<range>>", "b <<missing>>", "c <<jsonreply>>"), progress=False, keep_text=True)
+    assert list(df["status"]) == ["graded"] * 3
+    assert df["retries"].tolist() == [1, 1, 0]  # a re-ask counts as a retry
+    assert server.reasks == 2
+    assert df.loc[0, "grammar"] == 8 and df.loc[1, "plot"] == 5
+    assert df.loc[2, ["grammar", "creativity", "consistency", "plot", "age_group"]].tolist() == [9, 4, 3, 2, "C"]
+    assert "grammatical" in df.loc[0, "assessment"]
+
+
+def test_timeout_is_retried(server, key, tmp_path):
+    cfg = make_cfg(server, tmp_path, timeout=0.4)
+    df = grade_completions(cfg, items("slowpoke <<timeout>>"), progress=False)
+    assert df.loc[0, "status"] == "graded" and df.loc[0, "retries"] == 1
+
+
+def test_exhausted_retries_fail_uncached_and_key_scrubbed(server, key, tmp_path, caplog):
+    caplog.set_level(logging.DEBUG)
+    cfg = make_cfg(server, tmp_path, max_retries=2)
+    df = grade_completions(cfg, items("fine", "bad <<always500>>"), progress=False)
+    assert df["status"].tolist() == ["graded", "failed"]
+    assert df.loc[1, ["grammar", "plot"]].isna().all()
+    assert "HTTP 500" in df.loc[1, "error"] and SECRET not in df.loc[1, "error"]
+    assert server.auth[-1] == f"Bearer {SECRET}"  # the key was sent (and echoed back by the server)...
+    assert SECRET not in caplog.text and SECRET not in cache_text(tmp_path)  # ...but never recorded
+    calls = server.calls
+    df2 = grade_completions(cfg, items("fine", "bad <<always500>>"), progress=False)
+    assert df2["status"].tolist() == ["cached", "failed"] and server.calls == calls + 3  # failures are retried
+
+
+def test_concurrency_cap(server, key, tmp_path):
+    cfg = make_cfg(server, tmp_path, max_concurrency=3, two_turn=False)
+    t0 = time.perf_counter()
+    df = grade_completions(cfg, items(*[f"story {i} <<slow>>" for i in range(9)]), progress=False)
+    assert (df["status"] == "graded").all()
+    assert server.calls == 9  # single-turn mode: one request per item
+    assert 2 <= server.max_inflight <= 3
+    assert time.perf_counter() - t0 < 9 * 0.25  # it did run in parallel
+
+
+def test_config_error_aborts(server, key, tmp_path):
+    with pytest.raises(JudgeConfigError, match="HTTP 401"):
+        grade_completions(make_cfg(server, tmp_path), items("x <<401>>"), progress=False)
+    wrong = make_cfg(server, tmp_path, base_url=server.url.replace("/v1", "/v2"))
+    with pytest.raises(JudgeConfigError, match="404"):
+        grade_completions(wrong, items("y"), progress=False)
+
+
+def test_key_never_leaks(server, key, tmp_path, caplog):
+    caplog.set_level(logging.DEBUG)
+    cfg = make_cfg(server, tmp_path)
+    client = JudgeClient(cfg)
+    df = grade_completions(cfg, items("one", "two <<500x2>>"), progress=False, client=client, keep_text=True)
+    assert server.auth and all(a == f"Bearer {SECRET}" for a in server.auth)
+    texts = [repr(cfg), str(cfg), json.dumps(cfg.describe()), judge_status(cfg), repr(client), df.to_csv(),
+             caplog.text, cache_text(tmp_path)]
+    for t in texts:
+        assert SECRET not in t
+    assert cfg.describe()["api_key_set"] is True
+    assert client.scrub(f"error: Authorization: Bearer {SECRET}") == "error: Authorization: Bearer ***"
+
+
+def test_no_key_means_no_auth_header(server, tmp_path, monkeypatch):
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    df = grade_completions(make_cfg(server, tmp_path), items("local server"), progress=False)
+    assert df.loc[0, "status"] == "graded" and server.auth == [None, None]
+
+
+def test_grade_prompt_follows_the_paper():
+    assert "Now, grade the student's completion in terms of grammar, creativity, consistency" in GRADE_TEMPLATE
+    for g in "ABCDEF":
+        assert f"{g}:" in GRADE_TEMPLATE
+
+
+# ----------------------------------------------------------------------------- the instruct protocol
+def test_parse_instruct_grades():
+    reply = "Grammar: 7\nCreativity: 5\nConsistency: 6\nPlot: 4\nInstructions: 3/10\nAge group: B"
+    g = parse_grades(reply, categories=INSTRUCT_CATEGORIES)
+    assert (g["instructions"], g["plot"], g["age_group"]) == (3, 4, "B")
+    assert "instructions" not in parse_grades(reply)  # the story protocol ignores it
+    assert parse_grades('{"grammar": 8, "creativity": 7, "consistency": 6, "plot": 5, "instruction following": 2, '
+                        '"age": "C"}', categories=INSTRUCT_CATEGORIES)["instructions"] == 2
+    assert parse_grades("[8, 7, 6, 5, 9] Age group: A", categories=INSTRUCT_CATEGORIES)["instructions"] == 9
+    with pytest.raises(GradeParseError, match="instructions missing"):
+        parse_grades(GOOD, categories=INSTRUCT_CATEGORIES)
+    assert "Instructions: <1-10>" in INSTRUCT_GRADE_TEMPLATE and INSTRUCT_GRADE_TEMPLATE.startswith("Now, grade")
+
+
+def test_instruct_protocol_against_server(server, key, tmp_path):
+    cfg = make_cfg(server, tmp_path)
+    prompt = "Words: meet, waffle, new\nFeatures: Dialogue"
+    its = [{"model": "m", "prompt": prompt, "completion": "Lily met a new friend. <<noinstr>>"},
+           {"model": "m", "prompt": prompt, "completion": "Tom ate a waffle."}]
+    df = grade_completions(cfg, its, progress=False, kind="instruct", keep_text=True)
+    assert df["status"].tolist() == ["graded", "graded"]
+    assert df["instructions"].tolist() == [4, 4] and df["retries"].tolist() == [1, 0]  # a missing grade is re-asked
+    assert server.reasks == 1
+    # the same text under the story protocol is another cache entry, without the instructions grade
+    calls = server.calls
+    story = grade_completions(cfg, its[1:], progress=False)
+    assert story.loc[0, "status"] == "graded" and "instructions" not in story.columns and server.calls == calls + 2
+    again = grade_completions(cfg, its, progress=False, kind="instruct")
+    assert again["status"].tolist() == ["cached", "cached"] and server.calls == calls + 2
+    with pytest.raises(ValueError, match="unknown judge protocol"):
+        grade_completions(cfg, its, progress=False, kind="poem")
