@@ -68,7 +68,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .data import DataError, read_text, resolve
+from .data import DataError, read_jsonl_rows, resolve
 
 TASKS = ("blimp", "supplement", "ewok")
 SCORING_VERSION = "minimal-pairs-v1"  # part of every cache fingerprint: bump when scores would change
@@ -130,14 +130,7 @@ class Item:
 
 
 def _jsonl_rows(path: Path) -> list[dict]:
-    rows = []
-    for i, line in enumerate(read_text(path).splitlines(), 1):
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as e:
-                raise DataError(f"{path}:{i}: malformed JSON line ({e.msg})") from None
-    return rows
+    return read_jsonl_rows(path)
 
 
 def _files(sub: str) -> list[Path]:

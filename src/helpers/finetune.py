@@ -67,7 +67,6 @@ Scores are fractions in [0, 1] (MCC in [-1, 1]); multiply by 100 to compare with
 """
 from __future__ import annotations
 
-import json
 import math
 import time
 import zlib
@@ -79,7 +78,7 @@ import numpy as np
 import torch
 
 from .artifacts import fingerprint, read_json, run_step, sha256_file, write_json
-from .data import DataError, checked, read_text
+from .data import DataError, checked, read_jsonl_rows
 
 FINETUNE_VERSION = 1  # bump when a change alters results, so cached results are recomputed
 GLUE_DIR = "babylm_eval/glue_filtered"
@@ -180,14 +179,7 @@ def read_rows(task: str, split: str) -> list[dict]:
     """Raw rows of ``{task}.{split}.jsonl.gz`` (checksum-verified)."""
     spec = TASKS[task]
     path = spec.file(split)
-    rows = []
-    for i, line in enumerate(read_text(path).splitlines(), 1):
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as e:
-                raise DataError(f"{path}:{i}: malformed JSON line ({e.msg})") from None
-    return rows
+    return read_jsonl_rows(path)
 
 
 def load_examples(task: str, split: str) -> list[Example]:

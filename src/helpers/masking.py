@@ -51,6 +51,8 @@ from typing import Iterable, Optional, Sequence
 import numpy as np
 import torch
 
+from .data import PackedBlocks
+
 IGNORE = -100
 
 
@@ -273,11 +275,12 @@ def pack_encoder_blocks(token_lists: Iterable[Sequence[int]], block: int, cls_id
     return torch.from_numpy(np.ascontiguousarray(out, dtype=np.int64))
 
 
-class MaskedBlocks:
-    """Encoder blocks with deterministic dynamic masking; the interface of :class:`helpers.training.PackedBlocks`.
+class MaskedBlocks(PackedBlocks):
+    """Encoder blocks with deterministic dynamic masking: :class:`helpers.data.PackedBlocks` (the same row order)
+    plus masking.
 
     * ``batch(step, size, rank, world)`` → ``{"input_ids", "attention_mask", "labels"}`` of ``size/world`` rows;
-      the rows are those :class:`PackedBlocks` would give (seeded per-epoch permutations) and their masking is a
+      the rows are those :class:`PackedBlocks` gives (seeded per-epoch permutations) and their masking is a
       pure function of ``(seed, step)``.
     * ``masked_batch(...)`` → the same (kept as an explicit name).
     * ``eval_batches(size)`` → every block once, in order, masked once with a fixed generator (the same masks at
@@ -286,35 +289,10 @@ class MaskedBlocks:
 
     def __init__(self, blocks: torch.Tensor, tok: TokenIds, seed: int = 0, masking: MaskingConfig = MaskingConfig(),
                  eval_short_p: float = 0.0):
-        if blocks.ndim != 2 or len(blocks) == 0:
-            raise ValueError("blocks must be a non-empty [n, length] tensor")
-        self.blocks, self.seed = blocks, seed
-        self._perms: dict[int, torch.Tensor] = {}
+        super().__init__(blocks, seed)
         self.tok, self.masking = tok, masking
         self.eval_masking = MaskingConfig(**{**asdict(masking), "short_p": eval_short_p})
         self._eval: Optional[dict] = None
-
-    # the row order of helpers.training.PackedBlocks (same seeds, same permutations; that module comes later in
-    # the pipeline order, so it is not imported here)
-    def __len__(self) -> int:
-        return len(self.blocks)
-
-    @property
-    def tokens(self) -> int:
-        return self.blocks.numel()
-
-    def _perm(self, epoch: int) -> torch.Tensor:
-        if epoch not in self._perms:
-            g = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
-            self._perms = {epoch: torch.randperm(len(self.blocks), generator=g)}
-        return self._perms[epoch]
-
-    def indices(self, step: int, size: int) -> list[int]:
-        n = len(self.blocks)
-        return [int(self._perm(pos // n)[pos % n]) for pos in range(step * size, (step + 1) * size)]
-
-    def epochs(self, steps: int, size: int) -> float:
-        return steps * size / len(self.blocks)
 
     @classmethod
     def from_tokenizer(cls, blocks: torch.Tensor, tokenizer, seed: int = 0, **kwargs) -> "MaskedBlocks":
