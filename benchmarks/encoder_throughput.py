@@ -35,23 +35,13 @@ import time
 import torch
 
 from helpers.ltg_bert import LtgBertForMaskedLM, count_parameters, ltg_bert_config, training_flops_per_token
-from helpers.masking import MaskedBlocks, TokenIds, mlm_loss, unpack
+from helpers.masking import MaskedBlocks, TokenIds, mlm_loss
 from helpers.optim import Lamb
 from helpers.training import param_groups
+from _common import matmul_peak
 
 VOCAB = 16_384
 TOK = TokenIds(vocab_size=VOCAB, mask_id=4, cls_id=1, sep_id=2, pad_id=3, special_ids=(0, 1, 2, 3, 4, 5))
-
-
-def matmul_peak(n: int = 2048, repeats: int = 5) -> float:
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    torch.mm(a, b)
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        torch.mm(a, b)
-        best = min(best, time.perf_counter() - t0)
-    return 2 * n**3 / best / 1e9
 
 
 def bench(preset: str, batch: int, seq: int, steps: int, masked_only: bool = True) -> dict:
@@ -67,8 +57,8 @@ def bench(preset: str, batch: int, seq: int, steps: int, masked_only: bool = Tru
     def loss_fn(m, b):
         if masked_only:
             return mlm_loss(m, b)
-        u = unpack(b)  # baseline: logits at every position, loss with ignore_index
-        return m(input_ids=u["input_ids"], attention_mask=u["attention_mask"], labels=u["labels"]).loss
+        # baseline: logits at every position, loss with ignore_index
+        return m(input_ids=b["input_ids"], attention_mask=b["attention_mask"], labels=b["labels"]).loss
 
     times, predicted = [], 0
     for step in range(steps + 1):  # step 0 is a warm-up

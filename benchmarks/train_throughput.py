@@ -31,6 +31,7 @@ import transformers  # noqa: E402
 
 from helpers.decoder import build_decoder, count_parameters, enable_fast_attention, flops_per_token  # noqa: E402
 from helpers.training import param_groups  # noqa: E402
+from _common import matmul_peak
 
 CONFIGS = {
     # the issue's: hidden 128, 4 layers, 16 heads, vocab 16,384, seq 512, batch 8 (window: the paper's 256)
@@ -38,18 +39,6 @@ CONFIGS = {
     # the cpu profile's decoder
     "cpu": dict(spec=dict(hidden=128, layers=4, heads=4, context=256, window=128, vocab_size=4096), seq=256, batch=16),
 }
-
-
-def matmul_peak(n: int = 2048, repeats: int = 5) -> float:
-    """Best fp32 GFLOP/s of an n×n @ n×n matmul (the machine's practical peak for this process)."""
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    torch.mm(a, b)
-    best = float("inf")
-    for _ in range(repeats):
-        t = time.perf_counter()
-        torch.mm(a, b)
-        best = min(best, time.perf_counter() - t)
-    return 2 * n**3 / best / 1e9
 
 
 def make_step(model, batch: torch.Tensor, lr: float = 5e-4):
