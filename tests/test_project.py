@@ -84,3 +84,21 @@ def test_helpers_import_order_has_no_cycles():
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("helpers."):
                 n = node.module.split(".")[1]
                 assert rank.get(n, -1) < rank[mod], f"{mod} imports {n}"
+
+
+def test_benchmark_scripts_import():
+    """Every benchmark script imports (its work runs only under __main__), so a renamed helper breaks a test."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parents[1] / "benchmarks"
+    scripts = sorted(p for p in folder.glob("*.py") if not p.name.startswith("_"))
+    assert scripts, "no benchmark scripts found"
+    sys.path.insert(0, str(folder))
+    try:
+        for p in scripts:
+            spec = importlib.util.spec_from_file_location(f"bench_{p.stem}", p)
+            spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    finally:
+        sys.path.remove(str(folder))
