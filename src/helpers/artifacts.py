@@ -68,16 +68,21 @@ def write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> Path:
     return Path(path)
 
 
-def read_jsonl(path: str | os.PathLike) -> list[dict]:
+def parse_jsonl(lines: Iterable[str], where: Any, error: type[Exception] = ValueError) -> list[dict]:
+    """JSON objects of non-blank ``lines``; a malformed line raises ``error`` naming ``where`` and the line."""
     rows = []
-    with open(path, encoding="utf-8") as f:
-        for i, line in enumerate(f, 1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as e:
-                    raise ValueError(f"{path}:{i}: malformed JSON line ({e.msg})") from None
+    for i, line in enumerate(lines, 1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise error(f"{where}:{i}: malformed JSON line ({e.msg})") from None
     return rows
+
+
+def read_jsonl(path: str | os.PathLike) -> list[dict]:
+    with open(path, encoding="utf-8") as f:
+        return parse_jsonl(f, path)
 
 
 def _json_default(o: Any) -> Any:

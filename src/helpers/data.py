@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 
 import ftfy
 
-from .artifacts import sha256_file
+from .artifacts import parse_jsonl, sha256_file
 from .config import data_dir
 
 if TYPE_CHECKING:  # torch is imported lazily: loading text must not pay for it
@@ -110,14 +110,7 @@ def read_text(path: str | Path) -> str:
 def read_jsonl_rows(path: str | Path) -> list[dict]:
     """Rows of a (possibly gzip-compressed) JSONL data file, checksum-verified; a malformed line raises
     :class:`DataError` naming the file and line."""
-    rows = []
-    for i, line in enumerate(read_text(path).splitlines(), 1):
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as e:
-                raise DataError(f"{path}:{i}: malformed JSON line ({e.msg})") from None
-    return rows
+    return parse_jsonl(read_text(path).splitlines(), path, DataError)
 
 
 def write_checksums(root: Path | None = None, patterns: Iterable[str] = ("**/*.gz", "**/*.json", "**/*.yaml")) -> Path:
@@ -192,14 +185,7 @@ def _json_stories(text: str, p: Path) -> list[str]:
     try:
         obj = json.loads(text)
     except json.JSONDecodeError:
-        obj = []
-        for i, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                obj.append(json.loads(line))
-            except json.JSONDecodeError as e:
-                raise DataError(f"{p}:{i}: malformed JSON line ({e.msg})") from None
+        obj = parse_jsonl(text.splitlines(), p, DataError)
     if isinstance(obj, dict):
         for key in ("texts", "stories", "data"):
             if key in obj:
