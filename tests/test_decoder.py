@@ -18,8 +18,12 @@ from transformers.models.gpt_neo import modeling_gpt_neo as neo
 from helpers.decoder import (
     PRESETS,
     DecoderSpec,
+    FastDropout,
+    FastGELUNew,
     FastGPTNeoSelfAttention,
     build_decoder,
+    dropout_mask,
+    fast_dropout,
     count_parameters,
     disable_fast_attention,
     enable_fast_attention,
@@ -182,6 +186,98 @@ def test_gradients_match_eager():
         m(input_ids=ids, labels=ids).loss.backward()
     for (n, p), (_, q) in zip(eager.named_parameters(), fast.named_parameters()):
         _assert_rel_close(p.grad, q.grad, rtol=1e-4)
+
+
+def test_fast_path_swaps_dropout_and_gelu_and_restores_them():
+    eager, fast = _pair({**SPEC, "dropout": 0.2})
+    kinds = lambda m: sorted({type(x).__name__ for x in m.modules()})  # noqa: E731
+    assert "FastDropout" in kinds(fast) and "FastGELUNew" in kinds(fast)
+    assert "FastDropout" not in kinds(eager) and "NewGELUActivation" in kinds(eager)
+    assert all(m.p == 0.2 for m in fast.modules() if isinstance(m, FastDropout))
+    disable_fast_attention(fast)
+    assert kinds(fast) == kinds(eager)
+    x = torch.randn(1000) * 4
+    assert (FastGELUNew()(x) - neo.ACT2FN["gelu_new"](x)).abs().max() < 1e-5
+
+
+@pytest.mark.parametrize("p", [0.1, 0.2, 0.5])
+def test_dropout_mask_rate_and_scale(p):
+    torch.manual_seed(0)
+    drop, scale = dropout_mask((64, 4, 32, 32), p)
+    assert drop.dtype == torch.bool and drop.shape == (64, 4, 32, 32)
+    rate = drop.float().mean().item()
+    assert abs(rate - p) < 4 * (p * (1 - p) / drop.numel()) ** 0.5 + 2e-5  # 4 sigma
+    assert scale == pytest.approx(1 / (1 - p), rel=1e-4)
+    # neighbouring elements are independent (one 64-bit draw feeds four of them)
+    a, b = drop.flatten()[0::4].float(), drop.flatten()[1::4].float()
+    assert abs(((a - a.mean()) * (b - b.mean())).mean().item()) < 0.01
+    torch.manual_seed(0)
+    assert torch.equal(drop, dropout_mask((64, 4, 32, 32), p)[0])  # seeded by torch's generator
+    assert not dropout_mask((10, 10), 0.0)[0].any() and dropout_mask((10, 10), 1.0)[0].all()
+
+
+def test_fast_dropout_is_inverted_dropout_with_matching_gradient():
+    torch.manual_seed(0)
+    x = torch.randn(200, 300, requires_grad=True)
+    y = fast_dropout(x, 0.3)
+    kept = y != 0
+    assert abs(kept.float().mean().item() - 0.7) < 0.01
+    assert torch.allclose(y[kept], x[kept] / (1 - 0.3), rtol=1e-4)
+    y.sum().backward()
+    assert torch.allclose(x.grad, kept.float() / (1 - 0.3), rtol=1e-4)
+    assert fast_dropout(x, 0.3, training=False) is x
+
+
+@pytest.mark.parametrize("pattern", [["global", "local"], ["local"]])
+def test_training_path_equals_eager_when_nothing_is_dropped(monkeypatch, pattern):
+    """The dropout path (blocked attention over allowed keys only) is eager GPT-Neo's function: with a mask that
+    drops nothing, train-mode logits and gradients equal eager's (dropout off). Blocks of 8 query rows over a
+    40-token sequence with window 8 exercise the causal and the window ranges."""
+    import helpers.decoder as dec
+
+    spec = {**SPEC, "dropout": 0.3, "attention_pattern": pattern}
+    eager, fast = _pair(spec, init_std=0.05)
+    monkeypatch.setattr(dec, "ATTENTION_CHUNK", 8)
+    monkeypatch.setattr(dec, "dropout_mask", lambda shape, p, device=None: (torch.zeros(shape, dtype=torch.bool), 1.0))
+    ids = _ids()
+    eager.eval()  # eager without dropout
+    fast.train()  # the fast training path, dropping nothing
+    for m in (eager, fast):
+        m(input_ids=ids, labels=ids).loss.backward()
+    with torch.no_grad():
+        _assert_rel_close(eager(ids).logits, fast.eval()(ids).logits)
+    for (n, a), (_, b) in zip(eager.named_parameters(), fast.named_parameters()):
+        _assert_rel_close(a.grad, b.grad, rtol=1e-4)
+
+
+def test_training_path_honours_padding(monkeypatch):
+    import helpers.decoder as dec
+
+    eager, fast = _pair({**SPEC, "dropout": 0.3})
+    monkeypatch.setattr(dec, "ATTENTION_CHUNK", 16)
+    monkeypatch.setattr(dec, "dropout_mask", lambda shape, p, device=None: (torch.zeros(shape, dtype=torch.bool), 1.0))
+    ids = _ids(batch=2)
+    mask = torch.ones_like(ids)
+    mask[0, :5] = 0  # left padding
+    with torch.no_grad():
+        ref = eager.eval()(ids, attention_mask=mask).logits
+        out = fast.train()(ids, attention_mask=mask).logits
+    _assert_rel_close(ref[0, 5:], out[0, 5:])
+    _assert_rel_close(ref[1], out[1])
+
+
+def test_training_with_dropout_is_seeded_and_really_drops():
+    _, fast = _pair({**SPEC, "dropout": 0.3}, init_std=0.05)
+    fast.train()
+    ids = _ids()
+    torch.manual_seed(5)
+    a = fast(ids).logits
+    torch.manual_seed(5)
+    b = fast(ids).logits
+    c = fast(ids).logits
+    assert torch.equal(a, b) and not torch.allclose(a, c)
+    with torch.no_grad():
+        assert not torch.allclose(a, fast.eval()(ids).logits)
 
 
 def test_generate_with_cache_matches_eager():

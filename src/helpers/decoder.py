@@ -17,6 +17,15 @@ dict) whose ``_attn`` calls :func:`torch.nn.functional.scaled_dot_product_attent
 
 When no padding mask is needed (packed training blocks) the model asks HF for no mask at all, so global
 layers run SDPA's ``is_causal`` kernel and local layers a cached boolean window mask.
+
+**Training with dropout.** PyTorch's CPU SDPA cannot apply attention dropout without materialising the weights
+(it falls back to its math kernel), and ``F.dropout``'s per-element Bernoulli draws cost ~20 % of a step. So
+in training the fast path computes eager's attention in blocks of query rows over only the keys they may see
+(:func:`_blocked_attention_with_dropout`), draws dropout masks four per 64-bit random word
+(:func:`dropout_mask`; ``p`` rounded to 1/65,536) for the weights and for GPT-Neo's dropout modules
+(:class:`FastDropout`), and runs ``gelu_new`` as PyTorch's fused tanh GELU (:class:`FastGELUNew`). Same
+function, same distribution of dropout masks, different random draws than HF's eager model
+(``benchmarks/train_throughput.py`` measures the step against HF eager).
 """
 from __future__ import annotations
 
@@ -28,6 +37,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from transformers import GPTNeoConfig, GPTNeoForCausalLM
+from transformers import activations as _hf_activations
 from transformers.models.gpt_neo import modeling_gpt_neo as _neo
 from transformers.utils import logging as _hf_logging
 
@@ -196,11 +206,99 @@ def flops_per_token(config: GPTNeoConfig, context: int | None = None) -> float:
 # ----------------------------------------------------------------------------- fast attention
 
 
+def dropout_mask(shape: tuple[int, ...], p: float, device=None) -> tuple[torch.Tensor, float]:
+    """A dropout mask (``True`` = dropped) and the matching ``1 / keep`` scale, from torch's seeded generator.
+
+    ``torch.nn.functional.dropout`` draws one Bernoulli variate per element (``bernoulli_``: ~20 % of a CPU
+    training step of our decoders). Here one 64-bit draw gives four 16-bit uniforms, so ``p`` is rounded to a
+    multiple of 1/65,536 (0.2 → 0.199997); the draws come from the same generator, so runs stay seeded and a
+    resumed run (which restores the RNG state) repeats them exactly."""
+    n = math.prod(shape)
+    cut = min(65_536, max(0, round(p * 65_536)))
+    if cut == 65_536:
+        return torch.ones(shape, dtype=torch.bool, device=device), 0.0
+    words = torch.empty((n + 3) // 4, dtype=torch.int64, device=device).random_(-(2**63), 2**63 - 1)
+    drop = words.view(torch.int16)[:n].view(shape) < (cut - 32_768)
+    return drop, 65_536 / (65_536 - cut)
+
+
+class _Dropped(torch.autograd.Function):
+    """``x`` with ``drop`` zeroed and the rest scaled; saves only the boolean mask for backward."""
+
+    @staticmethod
+    def forward(ctx, x, drop, scale):
+        ctx.save_for_backward(drop)
+        ctx.scale = scale
+        return x.masked_fill(drop, 0.0).mul_(scale)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (drop,) = ctx.saved_tensors
+        return grad.masked_fill(drop, 0.0).mul_(ctx.scale), None, None
+
+
+def fast_dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
+    """Inverted dropout with :func:`dropout_mask` (same distribution as ``F.dropout`` up to the rounding of ``p``)."""
+    if not training or p <= 0.0:
+        return x
+    drop, scale = dropout_mask(tuple(x.shape), p, x.device)
+    return _Dropped.apply(x, drop, scale)
+
+
+class FastDropout(torch.nn.Dropout):
+    """``nn.Dropout`` computed by :func:`fast_dropout` (swapped in place of GPT-Neo's dropout modules)."""
+
+    def forward(self, x):
+        return fast_dropout(x, self.p, self.training)
+
+
+class FastGELUNew(_hf_activations.NewGELUActivation):
+    """``gelu_new`` (tanh approximation) as PyTorch's fused kernel: one pass instead of seven (|diff| < 1e-6)."""
+
+    def forward(self, x):
+        return F.gelu(x, approximate="tanh")
+
+
+# Version of the fast path's training numerics (part of every decoder run's fingerprint): 1 = SDPA with
+# F.dropout; 2 = blocked attention, 16-bit dropout masks, fused tanh GELU.
+FAST_PATH_VERSION = 2
+ATTENTION_CHUNK = 64  # query rows per block of the training (dropout) attention path
+
+
+def _blocked_attention_with_dropout(query, key, value, allowed, attention_mask, p: float, chunk: int = ATTENTION_CHUNK):
+    """Eager GPT-Neo attention (no scaling, ``where(allowed, w, min)``, + padding mask, fp32 softmax, dropout on
+    the weights) computed ``chunk`` query rows at a time over only the keys those rows may see.
+
+    Keys outside a block's allowed range get weight exactly 0 in eager's softmax (``exp(min - max)`` underflows),
+    so leaving them out is exact; it skips the causal upper triangle and, in local layers, everything beyond the
+    window: ~40 % of the [q, k] work at context 256. Dropout uses :func:`dropout_mask`; its ``1/keep`` scale is
+    applied to the [q, d] output instead of the [q, k] weights."""
+    q_len = query.size(-2)
+    cols = torch.arange(allowed.size(-1), device=allowed.device)
+    rows_allowed = allowed[0, 0]
+    outs = []
+    for s0 in range(0, q_len, chunk):
+        s1 = min(q_len, s0 + chunk)
+        seen = cols[rows_allowed[s0:s1].any(0)]
+        k0, k1 = (int(seen[0]), int(seen[-1]) + 1) if len(seen) else (0, 1)
+        w = torch.matmul(query[..., s0:s1, :], key[..., k0:k1, :].transpose(-1, -2))
+        w.masked_fill_(~allowed[..., s0:s1, k0:k1], torch.finfo(torch.float32).min)
+        if attention_mask is not None:
+            m = attention_mask[..., s0:s1, :] if attention_mask.size(-2) > 1 else attention_mask
+            w = w + m[..., k0:k1]
+        w = torch.softmax(w, dim=-1)
+        drop, scale = dropout_mask(tuple(w.shape), p, w.device)
+        outs.append(torch.matmul(w.masked_fill(drop, 0.0), value[..., k0:k1, :]) * scale)
+    return torch.cat(outs, dim=-2) if len(outs) > 1 else outs[0]
+
+
 class FastGPTNeoSelfAttention(_neo.GPTNeoSelfAttention):
     """GPT-Neo self-attention through ``scaled_dot_product_attention`` (same parameters and outputs as eager).
 
-    Attention weights are not materialised; when they are asked for (``output_attentions=True``) the eager
-    computation is used for that call."""
+    Without attention dropout (evaluation, generation) attention weights are not materialised. With dropout
+    (training), PyTorch's CPU SDPA would fall back to its math kernel anyway, so the eager computation is done
+    here directly with :func:`dropout_mask` (and the ``1/keep`` scale applied to the [q, d] output rather than
+    the [q, k] weights). When weights are asked for (``output_attentions=True``) HF's eager code is used."""
 
     def _attn(self, query, key, value, attention_mask=None):
         if self._want_weights:
@@ -209,22 +307,21 @@ class FastGPTNeoSelfAttention(_neo.GPTNeoSelfAttention):
         dtype = query.dtype
         query, key, value32 = query.float(), key.float(), value.float()
         dropout = self.attn_dropout.p if self.training else 0.0
+        if attention_mask is not None and attention_mask.dtype == torch.bool:
+            attention_mask = torch.zeros(attention_mask.shape, dtype=torch.float32, device=query.device).masked_fill(
+                ~attention_mask, torch.finfo(torch.float32).min)
+        allowed = self.bias[:, :, k_len - q_len : k_len, :k_len]
+        if dropout > 0.0:
+            return _blocked_attention_with_dropout(query, key, value32, allowed, attention_mask, dropout).to(dtype), None
         local = self.attention_type == "local" and k_len > self.config.window_size
         if attention_mask is None and not local and q_len == k_len:
-            out = F.scaled_dot_product_attention(query, key, value32, dropout_p=dropout, is_causal=True, scale=1.0)
+            out = F.scaled_dot_product_attention(query, key, value32, is_causal=True, scale=1.0)
         elif attention_mask is None:
-            allowed = self.bias[:, :, k_len - q_len : k_len, :k_len]
-            out = F.scaled_dot_product_attention(query, key, value32, attn_mask=allowed, dropout_p=dropout, scale=1.0)
+            out = F.scaled_dot_product_attention(query, key, value32, attn_mask=allowed, scale=1.0)
         else:
-            allowed = self.bias[:, :, k_len - q_len : k_len, :k_len]
-            if attention_mask.dtype == torch.bool:
-                mask = torch.zeros(attention_mask.shape, dtype=torch.float32, device=query.device)
-                mask = mask.masked_fill(~attention_mask, torch.finfo(torch.float32).min)
-            else:
-                mask = attention_mask.float()
             # eager: where(bias, w, min) + mask; rows masked everywhere stay finite (uniform), never NaN
-            mask = mask.masked_fill(~allowed, torch.finfo(torch.float32).min)
-            out = F.scaled_dot_product_attention(query, key, value32, attn_mask=mask, dropout_p=dropout, scale=1.0)
+            mask = attention_mask.float().masked_fill(~allowed, torch.finfo(torch.float32).min)
+            out = F.scaled_dot_product_attention(query, key, value32, attn_mask=mask, scale=1.0)
         return out.to(dtype), None
 
     _want_weights = False
@@ -265,26 +362,32 @@ def _mask_free_forward(model: GPTNeoForCausalLM):
         inner.__class__ = _MaskFreeGPTNeoModel
 
 
+# (HF class, our class) pairs swapped in place by enable_fast_attention; parameters and state dict unchanged
+_SWAPS = [(_neo.GPTNeoSelfAttention, FastGPTNeoSelfAttention), (torch.nn.Dropout, FastDropout),
+          (_hf_activations.NewGELUActivation, FastGELUNew)]
+
+
 def enable_fast_attention(model: GPTNeoForCausalLM) -> GPTNeoForCausalLM:
-    """Switch every GPT-Neo attention layer of ``model`` to :class:`FastGPTNeoSelfAttention`, in place.
+    """Switch ``model`` to the fast path, in place: every GPT-Neo attention layer to
+    :class:`FastGPTNeoSelfAttention`, dropout modules to :class:`FastDropout`, ``gelu_new`` to :class:`FastGELUNew`.
 
     Parameters, buffers and the state dict are untouched, so checkpoints stay in HF's format."""
-    n = 0
-    for module in model.modules():
-        if type(module) is _neo.GPTNeoSelfAttention:
-            module.__class__ = FastGPTNeoSelfAttention
-            n += 1
-    if n == 0 and not any(isinstance(m, FastGPTNeoSelfAttention) for m in model.modules()):
+    if not any(isinstance(m, (_neo.GPTNeoSelfAttention)) for m in model.modules()):
         raise TypeError(f"{type(model).__name__} has no GPT-Neo attention layers to accelerate")
+    for module in model.modules():
+        for hf, ours in _SWAPS:
+            if type(module) is hf:
+                module.__class__ = ours
     _mask_free_forward(model)
     return model
 
 
 def disable_fast_attention(model: GPTNeoForCausalLM) -> GPTNeoForCausalLM:
-    """Back to HF's eager attention (for comparisons)."""
+    """Back to HF's eager modules (for comparisons)."""
     for module in model.modules():
-        if type(module) is FastGPTNeoSelfAttention:
-            module.__class__ = _neo.GPTNeoSelfAttention
+        for hf, ours in _SWAPS:
+            if type(module) is ours:
+                module.__class__ = hf
     inner = model.transformer
     if type(inner) is _MaskFreeGPTNeoModel:
         inner.__class__ = _neo.GPTNeoModel

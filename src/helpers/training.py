@@ -501,14 +501,20 @@ def train_or_skip(
 
 
 def train_decoder(name: str, train_data: PackedBlocks, valid_data: PackedBlocks, tokenizer, spec, cfg: TrainConfig,
-                  out_dir: str | Path, progress: bool = True, log: Callable[[str], None] = print) -> TrainResult:
-    """One GPT-Neo decoder (``spec``: a :class:`~helpers.decoder.DecoderSpec` or its dict) via :func:`train_or_skip`."""
-    from .decoder import DecoderSpec, build_decoder
+                  out_dir: str | Path, progress: bool = True, log: Callable[[str], None] = print,
+                  loss_fn: Callable[[torch.nn.Module, dict], torch.Tensor] = lm_loss, extra: dict | None = None) -> TrainResult:
+    """One GPT-Neo decoder (``spec``: a :class:`~helpers.decoder.DecoderSpec` or its dict) via :func:`train_or_skip`.
+
+    The fast path's version is part of the run's fingerprint: a change of its numerics retrains rather than
+    silently reusing models trained by other code. ``loss_fn``/``extra``: another objective (e.g. the contrastive
+    one of :mod:`helpers.architecture`) and what identifies it."""
+    from .decoder import FAST_PATH_VERSION, DecoderSpec, build_decoder
 
     spec = spec if isinstance(spec, DecoderSpec) else DecoderSpec(**spec)
     eot = tokenizer.convert_tokens_to_ids("<|endoftext|>")
     return train_or_skip(name, lambda: build_decoder(spec, seed=cfg.seed, bos_token_id=eot, eos_token_id=eot, pad_token_id=eot),
-                         asdict(spec), train_data, valid_data, tokenizer, cfg, out_dir, lm_loss, progress, log)
+                         asdict(spec), train_data, valid_data, tokenizer, cfg, out_dir, loss_fn, progress, log,
+                         extra={"fast_path": FAST_PATH_VERSION, **(extra or {})})
 
 
 @dataclass
