@@ -1,0 +1,202 @@
+"""Architecture studies: sweep grids, the compute frontier and power-law fit, the contrastive objective and data."""
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from helpers.architecture import (
+    ContrastiveBlocks,
+    best_per_budget,
+    contrastive_data,
+    contrastive_loss,
+    expand_grid,
+    fit_power_law,
+    loss_points,
+    loss_spikes,
+    order_preference,
+    pareto_frontier,
+    plan_sweep,
+    shape_name,
+    shuffle_sentences,
+    split_sentences,
+)
+from helpers.decoder import DecoderSpec, build_decoder
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+# ----------------------------------------------------------------------------- the sweep
+
+
+def test_expand_grid_union_in_order_without_repeats():
+    shapes = expand_grid([{"hidden": [64, 128], "layers": [2], "heads": [4]},
+                          {"hidden": [128], "layers": [2, 4], "heads": [2, 4]}])
+    names = [shape_name(s) for s in shapes]
+    assert names == ["h64-l2-a4", "h128-l2-a4", "h128-l2-a2", "h128-l4-a2", "h128-l4-a4"]
+    assert expand_grid({"hidden": 32, "layers": 1, "heads": 2}) == [{"hidden": 32, "layers": 1, "heads": 2}]
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"hidden": [30], "layers": [1], "heads": [4]}, "not divisible"),
+    ({"hidden": [32], "layers": [1]}, "needs exactly"),
+    ({"hidden": [32], "layers": [1], "heads": [2], "width": [3]}, "needs exactly"),
+    ({"hidden": [32], "layers": [0], "heads": [2]}, "positive"),
+    ([], "empty"),
+])
+def test_expand_grid_refuses_bad_grids(bad, message):
+    with pytest.raises(ValueError, match=message):
+        expand_grid(bad)
+
+
+def test_plan_sweep_sizes_grow_with_width_and_depth():
+    base = DecoderSpec(hidden=32, layers=2, heads=2, context=32, window=16, vocab_size=97, dropout=0.1)
+    runs = plan_sweep(base, expand_grid({"hidden": [16, 32], "layers": [1, 2], "heads": [2]}))
+    by = {r.name: r for r in runs}
+    assert by["h16-l1-a2"].non_embedding_params < by["h16-l2-a2"].non_embedding_params < by["h32-l2-a2"].non_embedding_params
+    assert all(r.spec.vocab_size == 97 and r.spec.dropout == 0.1 and r.spec.window == 16 for r in runs)
+    assert by["h32-l2-a2"].flops_per_token > 6 * by["h32-l2-a2"].non_embedding_params
+
+
+# ----------------------------------------------------------------------------- compute scaling
+
+
+def test_loss_points_use_tokens_times_flops_per_token():
+    hist = [{"step": 10, "split": "train", "loss": 5.0, "tokens": 100},
+            {"step": 10, "split": "valid", "loss": 4.0, "tokens": 100},
+            {"step": 20, "split": "valid", "loss": 3.5, "tokens": 200}]
+    pts = loss_points(hist, 1e6, "m", params=7)
+    assert [(p["flops"], p["valid_loss"], p["params"]) for p in pts] == [(1e8, 4.0, 7), (2e8, 3.5, 7)]
+
+
+def test_pareto_frontier_and_best_per_budget():
+    pts = [{"run": "a", "flops": 1.0, "valid_loss": 5.0}, {"run": "b", "flops": 2.0, "valid_loss": 5.5},
+           {"run": "a", "flops": 3.0, "valid_loss": 4.0}, {"run": "b", "flops": 3.0, "valid_loss": 3.8},
+           {"run": "c", "flops": 10.0, "valid_loss": 3.9}, {"run": "c", "flops": 20.0, "valid_loss": 3.0}]
+    front = pareto_frontier(pts)
+    assert [(p["run"], p["flops"]) for p in front] == [("a", 1.0), ("b", 3.0), ("c", 20.0)]
+    best = best_per_budget(pts, [0.5, 2.5, 3.0, 15.0, 100.0])
+    assert [(r["budget_flops"], r["run"], r["valid_loss"]) for r in best] == [
+        (2.5, "a", 5.0), (3.0, "b", 3.8), (15.0, "b", 3.8), (100.0, "c", 3.0)]
+
+
+def test_power_law_fit_recovers_exponent_and_its_interval_covers_it():
+    rng = np.random.default_rng(0)
+    c = np.logspace(12, 16, 12)
+    loss = 40.0 * c ** -0.07 * np.exp(rng.normal(0, 0.01, len(c)))
+    fit = fit_power_law(c, loss)
+    assert fit.n == 12 and fit.r2 > 0.9
+    assert fit.ci[0] < 0.07 < fit.ci[1] and fit.ci[1] - fit.ci[0] < 0.02
+    assert abs(fit.exponent - 0.07) < 0.01
+    assert np.allclose(fit(c), fit.a * c ** -fit.exponent)
+    exact = fit_power_law([1e3, 1e4], [2.0, 1.0])
+    assert exact.exponent == pytest.approx(math.log10(2)) and math.isnan(exact.ci[0])
+    assert "no CI" in exact.describe() and "95% CI" in fit.describe()
+    with pytest.raises(ValueError, match="two points"):
+        fit_power_law([1.0], [2.0])
+    with pytest.raises(ValueError, match="positive"):
+        fit_power_law([1.0, 2.0], [0.0, 1.0])
+
+
+# ----------------------------------------------------------------------------- contrastive
+
+
+def test_split_and_shuffle_sentences():
+    story = 'Tom ran. "Stop!" said Mom. He stopped? Yes... Then he smiled'
+    assert split_sentences(story)[-1] == "Then he smiled"  # no final stop: still a sentence
+    story += "."
+    assert split_sentences(story) == ["Tom ran.", '"Stop!" said Mom.', "He stopped?", "Yes...", "Then he smiled."]
+    rng = random.Random(0)
+    out = shuffle_sentences(story, rng)
+    assert out != story and sorted(split_sentences(out)) == sorted(split_sentences(story))
+    assert shuffle_sentences("One sentence only.", rng) is None
+    assert shuffle_sentences("Same. Same.", rng) is None
+
+
+def test_contrastive_blocks_layout_and_determinism():
+    normal = torch.arange(40 * 4).view(40, 4)
+    shuffled = -torch.arange(1, 10 * 4 + 1).view(10, 4)
+    data = ContrastiveBlocks(normal, shuffled, 1 / 3, seed=3)
+    flags = data.layout(6)
+    assert flags.tolist() == [False, True, False, False, True, False]
+    b = data.batch(5, 6)
+    assert torch.equal(b["shuffled"], flags)
+    assert (b["input_ids"][flags] < 0).all() and (b["input_ids"][~flags] >= 0).all()
+    assert torch.equal(b["input_ids"], data.batch(5, 6)["input_ids"])  # resumable: a function of the step
+    parts = [data.batch(5, 6, r, 2) for r in range(2)]
+    assert torch.equal(torch.cat([p["input_ids"] for p in parts]), b["input_ids"])
+    # every ordinary block is used once per epoch of the ordinary stream
+    seen = torch.cat([data.batch(s, 6)["input_ids"][~flags] for s in range(10)])
+    assert sorted(seen[:, 0].tolist()) == sorted(normal[:, 0].tolist())
+    with pytest.raises(ValueError, match="fraction"):
+        ContrastiveBlocks(normal, shuffled, 1.0)
+    with pytest.raises(ValueError, match="same block length"):
+        ContrastiveBlocks(normal, shuffled[:, :3], 0.5)
+
+
+def test_contrastive_data_shuffles_a_fraction_of_real_stories(decoder_tokenizer, real_stories):
+    data, n = contrastive_data(decoder_tokenizer, real_stories[:90], 64, 1 / 3, seed=0)
+    assert 25 <= n <= 30  # a third of 90, minus stories with one sentence
+    assert data.blocks.shape[1] == data.shuffled.blocks.shape[1] == 64
+    b = data.batch(0, 9)
+    assert int(b["shuffled"].sum()) == 3
+
+
+def test_contrastive_loss_is_the_formula():
+    torch.manual_seed(0)
+    model = build_decoder(dict(hidden=16, layers=1, heads=2, context=16, window=8, vocab_size=50, dropout=0.0), seed=0).eval()
+    ids = torch.randint(0, 50, (4, 16))
+    flags = torch.tensor([False, True, False, True])
+    logits = model(ids).logits[:, :-1]
+    ce = F.cross_entropy(logits.reshape(-1, 50), ids[:, 1:].reshape(-1), reduction="none").view(4, -1).mean(1)
+    expected = ce[~flags].mean() + 5.0 / (ce[flags].mean() + 0.01)
+    got = contrastive_loss(5.0)(model, {"input_ids": ids, "shuffled": flags})
+    assert got.item() == pytest.approx(expected.item(), rel=1e-5)
+    plain = model(input_ids=ids, labels=ids).loss
+    assert contrastive_loss(5.0)(model, {"input_ids": ids}).item() == pytest.approx(plain.item(), rel=1e-6)
+    only_shuffled = contrastive_loss(5.0)(model, {"input_ids": ids, "shuffled": torch.ones(4, dtype=torch.bool)})
+    assert only_shuffled.item() == pytest.approx(5.0 / (ce.mean().item() + 0.01), rel=1e-5)
+
+
+def test_order_preference_counts_wins(decoder_tokenizer, real_stories):
+    model = build_decoder(dict(hidden=16, layers=1, heads=2, context=256, window=64,
+                               vocab_size=len(decoder_tokenizer), dropout=0.0), seed=0)
+    stories = [s for s in real_stories[:12] if len(s.split()) < 120]
+    res = order_preference(model, decoder_tokenizer, stories, seed=1)
+    assert 0 < res["stories"] <= len(stories) and 0.0 <= res["prefers_original"] <= 1.0
+    assert res["loss_original"] > 0 and res["loss_shuffled"] > 0
+    assert res == order_preference(model, decoder_tokenizer, stories, seed=1)  # seeded
+    assert model.training  # the mode is restored
+
+
+def test_loss_spikes():
+    hist = [{"split": "train", "step": i, "loss": v} for i, v in enumerate([3, 3, 3, 3, 3, 5, 3, 3, 3.2, 3])]
+    hist.append({"split": "valid", "step": 3, "loss": 100.0})
+    spikes = loss_spikes(hist, factor=1.25, window=5)
+    assert [s["step"] for s in spikes] == [5]
+
+
+def test_order_preference_cuts_stories_to_whole_sentences_that_fit(decoder_tokenizer, real_stories):
+    from helpers.architecture import sentence_prefix
+
+    story = next(s for s in real_stories if len(split_sentences(s)) >= 4)
+    cut = sentence_prefix(story, decoder_tokenizer, 40)
+    assert story.startswith(cut) or " ".join(split_sentences(story)).startswith(cut)
+    assert len(decoder_tokenizer(cut, add_special_tokens=False).input_ids) <= 40
+    assert sentence_prefix(story, decoder_tokenizer, 1) == ""
+    model = build_decoder(dict(hidden=16, layers=1, heads=2, context=64, window=32,
+                               vocab_size=len(decoder_tokenizer), dropout=0.0), seed=0)
+    res = order_preference(model, decoder_tokenizer, real_stories[:20], seed=1, max_tokens=60)
+    assert res["stories"] > 0
+    with pytest.raises(ValueError, match="within 1 tokens"):
+        order_preference(model, decoder_tokenizer, real_stories[:5], max_tokens=1)
