@@ -141,3 +141,21 @@ def test_nested_decodings_share_samples():
     plan = G.nested_decodings(ds)
     assert plan["greedy"] == (ds[0], 1)
     assert plan["nucleus-1"] == (ds[3], 1) and plan["nucleus-5"] == (ds[3], 5) and plan["nucleus-10"] == (ds[3], 10)
+
+
+@pytest.mark.parametrize("method", ["greedy", "nucleus"])
+def test_dropping_finished_rows_changes_no_completion(monkeypatch, method):
+    """Rows that reached <|endoftext|> leave the batch (and its KV cache); the others' completions are exactly
+    those of a run that keeps every row to the end. A vocabulary of 6 makes end-of-text frequent, so rows finish
+    at many different steps."""
+    model = decoder.build_decoder(dict(hidden=16, layers=2, heads=2, context=64, window=8, vocab_size=6, dropout=0.0),
+                                  seed=3, bos_token_id=0, eos_token_id=0, pad_token_id=0)
+    prompts = [[1, 2, 3], [4, 5], [2], [3, 3, 3, 4], [5, 1]]
+    dec = G.Decoding("greedy") if method == "greedy" else G.Decoding("nucleus", top_p=0.95, k=4)
+    kept = G.generate(model, prompts, dec, eot_id=0, max_new_tokens=40, batch_size=32, seed=7)
+    monkeypatch.setattr(G, "SHRINK_AT", 0.0)  # never drop a row
+    full = G.generate(model, prompts, dec, eot_id=0, max_new_tokens=40, batch_size=32, seed=7)
+    assert kept == full
+    if method == "nucleus":
+        lengths = {len(c) for row in full for c in row}
+        assert len(lengths) > 3  # rows really finished at different steps

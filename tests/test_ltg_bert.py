@@ -167,6 +167,54 @@ def test_padding_changes_nothing_at_real_positions():
     assert not torch.allclose(model(padded).logits[1, :17], out[1, :17], atol=1e-3)
 
 
+@pytest.mark.parametrize("t", [5, 15, 16, 17, 40])  # softmax below / from 16 keys; exact and log-bucketed distances
+def test_inference_path_equals_training_path(t):
+    """Eval mode (the attention's inference path, the in-place GEGLU) against train mode with dropout 0 (the
+    training path), padded and unpadded, with and without gradients."""
+    from helpers.ltg_bert import InferencePositions
+
+    model = _tiny(seed=3)
+    g = torch.Generator().manual_seed(t)
+    ids = torch.randint(6, VOCAB, (3, t), generator=g)
+    mask = torch.ones(3, t, dtype=torch.long)
+    mask[1, t - t // 3:] = 0
+    mask[2, 2:] = 0
+    seen = []
+    for layer in model.ltg_bert.layers:
+        layer.attention.register_forward_pre_hook(lambda m, args: seen.append(type(args[3])))
+    model.train()
+    train = model(ids, attention_mask=mask).logits
+    assert seen and InferencePositions not in seen
+    model.eval()
+    seen.clear()
+    with torch.no_grad():
+        infer = model(ids, attention_mask=mask).logits
+    assert seen == [InferencePositions] * model.config.num_hidden_layers
+    real = mask.bool()
+    torch.testing.assert_close(infer[real], train[real], rtol=1e-5, atol=1e-5)
+    eval_grad = model(ids, attention_mask=mask).logits  # eval with autograd: attention inference path, plain GEGLU
+    torch.testing.assert_close(eval_grad[real], train[real], rtol=1e-5, atol=1e-5)
+    eval_grad[real].sum().backward()  # the inference path is differentiable (no in-place op on a saved tensor)
+    assert model.ltg_bert.layers[0].attention.in_proj_qk.weight.grad.abs().sum() > 0
+
+
+def test_inference_positions_and_geglu():
+    from helpers.ltg_bert import _geglu_inplace, inference_position_indices
+
+    for t in (1, 2, 17, 18, 100, 600):
+        idx = relative_position_indices(t)
+        lo, hi, c2p, p2c = inference_position_indices(t)
+        assert (lo, hi) == (int(idx.min()), int(idx.max()) + 1)
+        r = hi - lo
+        i, j = torch.arange(t).repeat_interleave(t), torch.arange(t).repeat(t)
+        assert torch.equal(c2p, i * r + idx.reshape(-1) - lo) and torch.equal(p2c, j * r + idx.reshape(-1) - lo)
+    assert inference_position_indices(15)[:2] == (31 - 14, 31 + 15)  # 29 of the 63 rows
+    x = torch.randn(64, 2 * 50) * 4
+    h, gate = x.chunk(2, dim=-1)
+    torch.testing.assert_close(_geglu_inplace(h, gate), h * torch.nn.functional.gelu(gate, approximate="tanh"),
+                               rtol=1e-5, atol=1e-6)
+
+
 # ----------------------------------------------------------------------------- structure and init
 
 

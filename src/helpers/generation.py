@@ -114,10 +114,11 @@ class Decoding:
         return d
 
 
-def sample_next(logits: torch.Tensor, decoding: Decoding, generator: torch.Generator | None) -> torch.Tensor:
+def sample_next(logits: torch.Tensor, decoding: Decoding, generator: torch.Generator | None,
+                u: torch.Tensor | None = None) -> torch.Tensor:
     """Next token per row of ``logits`` [B, V]: argmax, or nucleus sampling (smallest set of most likely tokens
     whose probability reaches ``top_p``, the token that crosses the threshold included), by inverse-CDF sampling
-    with uniforms from ``generator``."""
+    with uniforms from ``generator`` (or the given ``u`` [B, 1] in [0, 1))."""
     if decoding.method == "greedy":
         return logits.argmax(-1)
     probs = torch.softmax(logits.float() / decoding.temperature, dim=-1)
@@ -126,9 +127,14 @@ def sample_next(logits: torch.Tensor, decoding: Decoding, generator: torch.Gener
         before = sorted_p.cumsum(-1) - sorted_p  # mass of strictly more likely tokens
         sorted_p = sorted_p.masked_fill(before >= decoding.top_p, 0.0)
     cdf = sorted_p.cumsum(-1)
-    u = torch.rand(len(logits), 1, generator=generator) * cdf[:, -1:]
-    pos = torch.searchsorted(cdf, u).clamp_(max=logits.size(-1) - 1)
+    if u is None:
+        u = torch.rand(len(logits), 1, generator=generator)
+    pos = torch.searchsorted(cdf, u.to(cdf.device) * cdf[:, -1:]).clamp_(max=logits.size(-1) - 1)
     return idx.gather(-1, pos).squeeze(-1)
+
+
+# drop finished rows from a batch (and its KV cache) once at most this share of its rows still runs
+SHRINK_AT = 7 / 8
 
 
 def _context_of(model) -> int:
@@ -207,15 +213,26 @@ def _generate_batch(model, prompts, decoding: Decoding, eot_id: int, max_new: in
     rows = logits.size(0)
     last_pos = pos[:, -1]
     done = torch.zeros(rows, dtype=torch.bool, device=device)
+    active = torch.arange(rows, device=device)  # batch row -> original row; finished rows are dropped
     produced: list[torch.Tensor] = []
     for t in range(max(0, max_new)):
-        nxt = sample_next(logits, decoding, gen).to(device)
-        nxt = torch.where(done, torch.full_like(nxt, eot_id), nxt)
-        produced.append(nxt)
-        done |= nxt == eot_id
+        # one uniform per original row and step whether or not the row is still running, so dropping finished
+        # rows leaves every other row's draws (and so its completion) unchanged
+        u = torch.rand(rows, 1, generator=gen)[active.cpu()] if decoding.method != "greedy" else None
+        nxt = sample_next(logits, decoding, gen, u).to(device)
+        nxt = torch.where(done[active], torch.full_like(nxt, eot_id), nxt)
+        step = torch.full((rows,), eot_id, dtype=torch.long, device=device)
+        step[active] = nxt
+        produced.append(step)
+        done |= step == eot_id
         if bool(done.all()) or t == max_new - 1:
             break
-        mask = torch.cat([mask, torch.ones((rows, 1), dtype=mask.dtype, device=device)], dim=1)
+        running = ~done[active]
+        if int(running.sum()) <= len(active) * SHRINK_AT:  # enough rows finished: shrink the batch
+            keep = running.nonzero().squeeze(-1)
+            cache.batch_select_indices(keep)
+            active, mask, last_pos, nxt = active[keep], mask[keep], last_pos[keep], nxt[keep]
+        mask = torch.cat([mask, torch.ones((len(active), 1), dtype=mask.dtype, device=device)], dim=1)
         last_pos = last_pos + 1
         outputs = model(input_ids=nxt[:, None], attention_mask=mask, position_ids=last_pos[:, None],
                         past_key_values=cache, use_cache=True)

@@ -52,6 +52,13 @@ longer than 512 also work (they share bucket ±31, as in the reference).
 Training speed: ``LtgBertForMaskedLM.forward(..., labels=..., masked_only=True)`` runs the MLM head only at the
 labelled positions (as the reference's ``MaskClassifier``), which matters on CPU where the vocabulary projection
 costs more than a small encoder; the returned logits are then ``[n_labelled, V]``.
+
+Inference speed: in eval mode without ``output_attentions`` the attention takes an inference path
+(:meth:`LtgBertAttention._forward_inference`: only the position-table rows a length can reach, head-major products
+without broadcast copies, a softmax that avoids PyTorch's slow CPU kernel below 16 keys) and, with gradients off,
+the GEGLU is computed in place through ``sigmoid`` (:func:`_geglu_inplace`). Same weights, same function: outputs
+equal the training path's (dropout 0) up to float rounding (tested). Encoder forwards of ~2,048 tokens on CPU
+(cpu preset, one thread): 1.45× faster at 15 tokens per sequence, 1.2× at 31 and 128.
 """
 from __future__ import annotations
 
@@ -59,7 +66,7 @@ import math
 import os
 import shutil
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 import torch
 import torch.nn as nn
@@ -212,6 +219,36 @@ def flat_position_indices(length: int, bucket_size: int = 32, max_position: int 
     return (c2p.to(device), p2c.to(device)) if device is not None else (c2p, p2c)
 
 
+class InferencePositions(NamedTuple):
+    """Position indices of the inference path (:meth:`LtgBertAttention.forward` in eval mode): a sequence of
+    length T only uses the table rows ``lo … hi − 1`` (buckets of ``|i − j| < T``: 2T − 1 rows for T <= 17 instead
+    of all 63). ``c2p[i·T + j] = i·r + idx[i, j] − lo`` indexes a [T, r] c2p table (``r = hi − lo``, query i
+    against row ``idx[i, j]``) and ``p2c[i·T + j] = j·r + idx[i, j] − lo`` a [T, r] p2c table of key j."""
+    lo: int
+    hi: int
+    c2p: torch.Tensor
+    p2c: torch.Tensor
+
+
+def inference_position_indices(length: int, bucket_size: int = 32, max_position: int = 512,
+                               device: Optional[torch.device] = None) -> InferencePositions:
+    idx = relative_position_indices(length, bucket_size, max_position)
+    lo, hi = int(idx.min()), int(idx.max()) + 1
+    idx, pos = idx - lo, torch.arange(length)
+    c2p = (pos[:, None] * (hi - lo) + idx).reshape(-1)
+    p2c = (pos[None, :] * (hi - lo) + idx).reshape(-1)
+    return InferencePositions(lo, hi, c2p.to(device), p2c.to(device))
+
+
+def _softmax_last(scores: torch.Tensor) -> torch.Tensor:
+    """Softmax over the last dimension. PyTorch's CPU kernel has no vectorised path for a last dimension shorter
+    than 16 (measured 6× slower than these four ops at 15 keys); from 16 keys on it is the faster one."""
+    if scores.shape[-1] >= 16 or scores.device.type != "cpu":
+        return torch.softmax(scores, dim=-1)
+    e = (scores - scores.amax(-1, keepdim=True)).exp_()
+    return e / e.sum(-1, keepdim=True)
+
+
 # --------------------------------------------------------------------------------------------- modules
 
 
@@ -247,7 +284,10 @@ class LtgBertAttention(nn.Module):
 
     def forward(self, x, key_mask, relative_embedding, position_indices, output_attentions=False):
         """``x`` [B, T, H]; ``key_mask`` [B, 1, 1, T] bool, True = padded key (or None); ``relative_embedding``
-        [R, H] (already layer-normed); ``position_indices``: the flat indices of :func:`flat_position_indices`."""
+        [R, H] (already layer-normed); ``position_indices``: the flat indices of :func:`flat_position_indices`, or
+        :class:`InferencePositions` for the inference path (:meth:`_forward_inference`, no dropout)."""
+        if isinstance(position_indices, InferencePositions):
+            return self._forward_inference(x, key_mask, relative_embedding, position_indices), None
         b, t, _ = x.shape
         nh, d = self.num_heads, self.head_size
         h = self.pre_layer_norm(x)
@@ -279,6 +319,50 @@ class LtgBertAttention(nn.Module):
         out = self.dropout(self.post_layer_norm(self.out_proj(context)))
         return out, (probs.detach() if output_attentions else None)
 
+    def _forward_inference(self, x, key_mask, relative_embedding, positions: InferencePositions):
+        """The same attention without dropout, laid out for speed (about 2× faster on CPU at BLiMP lengths, the
+        same numbers up to float rounding; tested against the training path):
+
+        * only the ``r = hi − lo`` position-table rows that length T can reach are projected and multiplied
+          (29 of 63 at T = 15);
+        * head-major: ``q·k_posᵀ`` and ``k·q_posᵀ`` are one [nh, B·T, d] × [nh, d, r] bmm each, straight from the
+          projection's output (the training path broadcasts the table over the batch, which copies it B times);
+        * the scale is applied once to the summed scores, c2c is accumulated onto c2p (``baddbmm``), and a
+          softmax over fewer than 16 keys avoids PyTorch's slow CPU kernel for that case (:func:`_softmax_last`).
+        """
+        b, t, _ = x.shape
+        nh, d = self.num_heads, self.head_size
+        lo, hi, c2p_flat, p2c_flat = positions
+        r = hi - lo
+        h = self.pre_layer_norm(x)
+        qk = self.in_proj_qk(h).view(b * t, 2, nh, d)
+        q, k = qk[:, 0].transpose(0, 1), qk[:, 1].transpose(0, 1)  # [nh, B·T, d] (views)
+        pos = self.in_proj_qk(relative_embedding[lo:hi]).view(r, 2, nh, d)
+        q_pos, k_pos = pos[:, 0].permute(1, 2, 0), pos[:, 1].permute(1, 2, 0)  # [nh, d, r]
+        # c2p[i, j] = q_i · k_pos[idx(i, j)], p2c[i, j] = k_j · q_pos[idx(i, j)]; rows are (head, batch)
+        c2p = torch.bmm(q, k_pos).view(nh * b, t * r).index_select(1, c2p_flat).view(nh * b, t, t)
+        p2c = torch.bmm(k, q_pos).view(nh * b, t * r).index_select(1, p2c_flat).view(nh * b, t, t)
+        qh, kh = q.reshape(nh * b, t, d), k.reshape(nh * b, t, d)
+        scores = torch.baddbmm(c2p, qh, kh.transpose(1, 2)).add_(p2c).mul_(self.scale)  # [nh·B, T, T]
+        if key_mask is not None:  # [B, 1, 1, T] -> [1, B, 1, T] against [nh, B, T, T]
+            scores.view(nh, b, t, t).masked_fill_(key_mask.view(1, b, 1, t), torch.finfo(scores.dtype).min)
+        probs = _softmax_last(scores)
+        v = self.in_proj_v(h).view(b, t, nh, d).permute(2, 0, 1, 3).reshape(nh * b, t, d)
+        context = torch.bmm(probs, v).view(nh, b, t, d).permute(1, 2, 0, 3).reshape(b, t, self.hidden_size)
+        return self.post_layer_norm(self.out_proj(context))
+
+
+_GELU_C = 2.0 * math.sqrt(2.0 / math.pi)
+
+
+def _geglu_inplace(h: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
+    """``h · gelu_tanh(gate)`` (no autograd) through the identity ``0.5·(1 + tanh(z)) = sigmoid(2z)``:
+    ``gelu_tanh(g) = g · sigmoid(2·sqrt(2/π)·(g + 0.044715·g³))``, computed in one new contiguous buffer. PyTorch's
+    CPU ``gelu(approximate="tanh")`` (and ``tanh``) are several times slower than ``sigmoid``, and the GEGLU halves
+    are strided views; equal to ``h * F.gelu(gate, approximate="tanh")`` up to float rounding (tested)."""
+    u = gate * gate
+    return u.mul_(0.044715 * _GELU_C).add_(_GELU_C).mul_(gate).sigmoid_().mul_(gate).mul_(h)
+
 
 class LtgBertFeedForward(nn.Module):
     def __init__(self, config: LtgBertConfig, layer_index: int):
@@ -295,7 +379,10 @@ class LtgBertFeedForward(nn.Module):
 
     def forward(self, x):
         h, gate = self.up(self.pre_layer_norm(x)).chunk(2, dim=-1)
-        h = h * F.gelu(gate, approximate="tanh")  # GEGLU
+        if self.training or torch.is_grad_enabled():
+            h = h * F.gelu(gate, approximate="tanh")  # GEGLU
+        else:  # inference: the same GEGLU, in place and ~3× faster on CPU (see _geglu_inplace)
+            h = _geglu_inplace(h, gate)
         return self.dropout(self.down(self.mid_layer_norm(h)))
 
 
@@ -412,13 +499,17 @@ class LtgBertModel(LtgBertPreTrainedModel):
     def set_input_embeddings(self, value):
         self.embedding.word_embedding = value
 
-    def _position_indices(self, length: int, device) -> tuple[torch.Tensor, torch.Tensor]:
-        key = (length, str(device))
+    def _position_indices(self, length: int, device, inference: bool = False):
+        """:func:`flat_position_indices` (training path) or :func:`inference_position_indices`, cached for the
+        last few (length, device, path) keys."""
+        key = (length, str(device), inference)
         idx = self._position_cache.get(key)
         if idx is None:
-            idx = flat_position_indices(length, self.config.position_bucket_size,
-                                        self.config.max_position_embeddings, device)
-            self._position_cache = {key: idx}  # one length at a time is the common case
+            make = inference_position_indices if inference else flat_position_indices
+            idx = make(length, self.config.position_bucket_size, self.config.max_position_embeddings, device)
+            if len(self._position_cache) >= 8:  # lengths come in runs (batches are sorted or packed)
+                self._position_cache.pop(next(iter(self._position_cache)))
+            self._position_cache[key] = idx
         return idx
 
     def forward(
@@ -441,7 +532,8 @@ class LtgBertModel(LtgBertPreTrainedModel):
         return_dict = return_dict if return_dict is not None else getattr(self.config, "return_dict", True)
         x, rel = self.embedding(input_ids, inputs_embeds)
         t = x.shape[1]
-        idx = self._position_indices(t, x.device)
+        # eval mode without attention maps: the attention's inference path (no dropout; same numbers)
+        idx = self._position_indices(t, x.device, inference=not self.training and not output_attentions)
         mask = _key_mask(attention_mask)
         hidden, attentions = [x] if output_hidden_states else None, [] if output_attentions else None
         for layer in self.layers:
@@ -646,6 +738,7 @@ if "transformers_modules" not in __name__:  # not when transformers loads the sa
 
 __all__ = [
     "LtgBertConfig", "LtgBertModel", "LtgBertForMaskedLM", "LtgBertForSequenceClassification", "PRESETS",
-    "ltg_bert_config", "log_bucket_position", "relative_position_indices", "flat_position_indices", "count_parameters",
+    "ltg_bert_config", "log_bucket_position", "relative_position_indices", "flat_position_indices",
+    "inference_position_indices", "InferencePositions", "count_parameters",
     "expected_parameters", "training_flops_per_token", "load_model", "register_auto_classes",
 ]
