@@ -159,3 +159,12 @@ def test_dropping_finished_rows_changes_no_completion(monkeypatch, method):
     if method == "nucleus":
         lengths = {len(c) for row in full for c in row}
         assert len(lengths) > 3  # rows really finished at different steps
+
+
+def test_decoding_from_name():
+    assert G.decoding_from_name("greedy") == G.Decoding("greedy")
+    d = G.decoding_from_name("nucleus-5", top_p=0.9, temperature=0.7)
+    assert (d.method, d.k, d.top_p, d.temperature) == ("nucleus", 5, 0.9, 0.7)
+    for bad in ["nucleus", "nucleus-0", "beam-3", "nucleus-x"]:
+        with pytest.raises(ValueError, match="decoding name"):
+            G.decoding_from_name(bad)

@@ -290,6 +290,16 @@ def register_generated(ledger, name: str, rows: Sequence[dict], generator_corpus
     ledger.add(CorpusEntry(name, "gen", words, seed, {}, None, generator_corpus, path, note))
 
 
+def decoding_from_name(name: str, top_p: float = 0.95, temperature: float = 1.0) -> Decoding:
+    """``"greedy"`` or ``"nucleus-<k>"`` (a corpus name of notebook 03's params) as a :class:`Decoding`."""
+    if name == "greedy":
+        return Decoding("greedy")
+    method, _, k = name.partition("-")
+    if method != "nucleus" or not k.isdigit() or int(k) < 1:
+        raise ValueError(f"a decoding name is 'greedy' or 'nucleus-<k>' (k >= 1), not {name!r}")
+    return Decoding("nucleus", k=int(k), top_p=top_p, temperature=temperature)
+
+
 def nested_decodings(decodings: Sequence[Decoding]) -> dict[str, tuple[Decoding, int]]:
     """Nucleus corpora with the same settings share samples: ``nucleus-1`` is the first sample of
     ``nucleus-10``, ``nucleus-5`` its first five. Returns, per decoding name, the decoding actually run and the
