@@ -67,7 +67,9 @@ def save_figure(fig, name: str, profile: str, dpi: int = 120) -> Path:
 def git_revision() -> str:
     try:
         rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo_root(), capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo_root(), capture_output=True, text=True).stdout.strip()
+        # reports/ is what a run writes: rewriting it does not make the code that produced it "dirty"
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)reports"],
+                               cwd=repo_root(), capture_output=True, text=True).stdout.strip()
         return rev + ("+dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
