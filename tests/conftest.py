@@ -38,3 +38,16 @@ def _threads():
         torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
     except ImportError:
         pass
+
+
+@pytest.fixture
+def one_thread():
+    """One torch intra-op thread for the test (tiny models: one thread is fastest, and two collide with other jobs
+    on a shared 2-core machine, where OpenMP threads waiting on each other make small ops up to 10× slower).
+    Use it per file with ``pytestmark = pytest.mark.usefixtures("one_thread")``."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -28,12 +28,7 @@ from helpers.architecture import (
 from helpers.decoder import DecoderSpec, build_decoder
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
 
 
 # ----------------------------------------------------------------------------- the sweep

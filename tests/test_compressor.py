@@ -16,12 +16,7 @@ V = 37
 SPEC = dict(vocab_size=V, hidden=16, layers=2, heads=2, context=16, dropout=0.0)
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
 
 
 def tiny(seed: int = 0, **kw) -> CompressorForCausalLM:

@@ -42,14 +42,7 @@ TOKEN_IDS = dict(bos_token_id=0, eos_token_id=0, pad_token_id=0)
 RTOL = 1e-4
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny models: one thread is fastest, and robust when other processes load the cores (OpenMP threads
-    waiting on each other make generate's many small ops 10× slower on an oversubscribed machine)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
 
 
 def _pair(spec=None, init_std=0.2, seed=0):

@@ -18,12 +18,7 @@ ALL_TASKS = ["boolq", "cola", "mnli", "mnli-mm", "mrpc", "multirc", "qnli", "qqp
 WITH_TRAIN = {"cola", "mrpc", "rte", "wsc"}
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
 
 
 # --------------------------------------------------------------------------------------------- synthetic task

@@ -10,9 +10,7 @@ from helpers import interpret as I
 from helpers.decoder import DecoderSpec, build_decoder
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    torch.set_num_threads(1)
+pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
 
 
 @pytest.fixture(scope="module")

@@ -31,14 +31,7 @@ transformers.logging.set_verbosity_error()
 VOCAB = 120
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """These models are tiny: one intra-op thread is faster, and on a busy 2-core machine two threads can make
-    each small kernel wait for a descheduled worker (measured here: 100 steps in 1.9 s vs 97 s)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
 
 
 def _tiny(seed=0, **over):

@@ -32,12 +32,7 @@ TOK = TokenIds(vocab_size=V, mask_id=4, cls_id=1, sep_id=2, pad_id=3, special_id
 SPECIAL = torch.tensor(TOK.special_ids)
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny models; see tests/test_ltg_bert.py
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
 
 
 def _blocks(n, t=128, seed=0, par_rate=0.03):
