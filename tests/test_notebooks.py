@@ -26,3 +26,5 @@ def test_notebook_smoke(name, scratch, monkeypatch):
     manifest = json.loads((out / "manifest.json").read_text())
     key = name.removesuffix(".ipynb")
     assert key in manifest and manifest[key]["inputs_sha256"], "the notebook must record its inputs"
+    last = json.loads((out / "timings_history.jsonl").read_text().splitlines()[-1])
+    assert last["notebook"] == name and last["seconds"] > 0 and last["revision"]

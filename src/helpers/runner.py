@@ -122,6 +122,14 @@ def run(profile: str = "cpu", only: str | None = None, start: str | None = None,
         old = {}
     old.update({t["notebook"]: t["seconds"] for t in timings})
     timing_file.write_text(json.dumps(dict(sorted(old.items())), indent=2) + "\n")
+    # timings.json holds each notebook's latest run (a rerun that skips cached work shows only that); the history
+    # keeps every run, so the time of a full run is not lost
+    from .reporting import git_revision
+
+    rev, when = git_revision(), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    with open(reports_dir(profile) / "timings_history.jsonl", "a", encoding="utf-8") as f:
+        for t in timings:
+            f.write(json.dumps({**t, "finished": when, "revision": rev}) + "\n")
     return timings
 
 
