@@ -14,10 +14,8 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
 
 
 @pytest.fixture(scope="module")
-def stories():
-    from helpers.data import load_tinystories
-
-    return load_tinystories("tinystories/v1_train_prefix_2MiB.txt.gz").stories[:200]
+def stories(real_stories):
+    return real_stories[:200]  # conftest's bundled stories
 
 
 @pytest.fixture(scope="module")
