@@ -221,8 +221,16 @@ def test_fast_dropout_is_inverted_dropout_with_matching_gradient():
     assert fast_dropout(x, 0.3, training=False) is x
 
 
+@pytest.fixture
+def drop_nothing(monkeypatch):
+    """The training path's dropout masks drop nothing (scale 1), so it must compute eager's eval-mode function."""
+    import helpers.decoder as dec
+
+    monkeypatch.setattr(dec, "dropout_mask", lambda shape, p, device=None: (torch.zeros(shape, dtype=torch.bool), 1.0))
+
+
 @pytest.mark.parametrize("pattern", [["global", "local"], ["local"]])
-def test_training_path_equals_eager_when_nothing_is_dropped(monkeypatch, pattern):
+def test_training_path_equals_eager_when_nothing_is_dropped(monkeypatch, drop_nothing, pattern):
     """The dropout path (blocked attention over allowed keys only) is eager GPT-Neo's function: with a mask that
     drops nothing, train-mode logits and gradients equal eager's (dropout off). Blocks of 8 query rows over a
     40-token sequence with window 8 exercise the causal and the window ranges."""
@@ -231,7 +239,6 @@ def test_training_path_equals_eager_when_nothing_is_dropped(monkeypatch, pattern
     spec = {**SPEC, "dropout": 0.3, "attention_pattern": pattern}
     eager, fast = _pair(spec, init_std=0.05)
     monkeypatch.setattr(dec, "ATTENTION_CHUNK", 8)
-    monkeypatch.setattr(dec, "dropout_mask", lambda shape, p, device=None: (torch.zeros(shape, dtype=torch.bool), 1.0))
     ids = _ids()
     eager.eval()  # eager without dropout
     fast.train()  # the fast training path, dropping nothing
@@ -243,12 +250,11 @@ def test_training_path_equals_eager_when_nothing_is_dropped(monkeypatch, pattern
         _assert_rel_close(a.grad, b.grad, rtol=1e-4)
 
 
-def test_training_path_honours_padding(monkeypatch):
+def test_training_path_honours_padding(monkeypatch, drop_nothing):
     import helpers.decoder as dec
 
     eager, fast = _pair({**SPEC, "dropout": 0.3})
     monkeypatch.setattr(dec, "ATTENTION_CHUNK", 16)
-    monkeypatch.setattr(dec, "dropout_mask", lambda shape, p, device=None: (torch.zeros(shape, dtype=torch.bool), 1.0))
     ids = _ids(batch=2)
     mask = torch.ones_like(ids)
     mask[0, :5] = 0  # left padding

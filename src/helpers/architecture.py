@@ -30,7 +30,6 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from .data import PackedBlocks, pack_blocks
 from .training import lm_loss
@@ -249,9 +248,9 @@ def contrastive_data(tokenizer, texts: Sequence[str], block: int, fraction: floa
 
 def row_losses(model, input_ids: torch.Tensor) -> torch.Tensor:
     """Mean next-token cross-entropy of each row (nats per predicted token)."""
-    logits = model(input_ids=input_ids, use_cache=False).logits[:, :-1]
-    ce = F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), input_ids[:, 1:].reshape(-1), reduction="none")
-    return ce.view(input_ids.size(0), -1).mean(1)
+    from .compressor import shifted_token_nll  # the per-token NLL of any HF-aligned causal LM
+
+    return shifted_token_nll(model(input_ids=input_ids, use_cache=False).logits, input_ids).mean(1)
 
 
 def contrastive_loss(alpha: float, eps: float = 0.01) -> Callable[[torch.nn.Module, dict], torch.Tensor]:

@@ -60,6 +60,8 @@ from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig, Pre
 from transformers.modeling_outputs import CausalLMOutput
 from transformers.utils import logging as _hf_logging
 
+from .decoder import count_parameters  # unique parameters, tied weights once (re-exported)
+
 _hf_logging.disable_progress_bar()  # as helpers.decoder: no weight-loading bars in executed notebooks
 
 MODEL_TYPE = "storybench-compressor"
@@ -359,11 +361,6 @@ def shifted_token_nll(logits: torch.Tensor, input_ids: torch.Tensor) -> torch.Te
     V = logits.size(-1)
     return F.cross_entropy(logits[:, :-1].reshape(-1, V).float(), input_ids[:, 1:].reshape(-1),
                            reduction="none").view(input_ids.size(0), -1)
-
-
-def count_parameters(model: nn.Module) -> int:
-    """Unique parameters (tied weights counted once)."""
-    return sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
 
 
 def load_compressor(path: str | Path) -> CompressorForCausalLM:
