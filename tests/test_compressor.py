@@ -1,4 +1,4 @@
-"""The compressor LM of seed 003 (§7): shapes, causality, loss, HF round trip, pair generation, measured memory,
+"""The compressor LM of Rathod et al. 2024 (§7; docs/methods.md#compressor): shapes, causality, loss, HF round trip, pair generation, measured memory,
 training through the project's loop. Tiny sizes, one torch thread."""
 from __future__ import annotations
 

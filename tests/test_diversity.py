@@ -258,3 +258,35 @@ def test_index_bad_input():
         dv.NGramIndex(["a b"], tokenizer="bpe")
     with pytest.raises(ValueError, match="top must be"):
         dv.NGramIndex(["a b c"]).closest("a b c", top=0)
+
+
+# ----------------------------------------------------------------------------- loops and endings
+
+
+def test_repeated_run_finds_loops_only():
+    loop = "there was a big dog . there was a big dog . and"
+    assert dv.repeated_run(loop, 6)
+    assert not dv.repeated_run(loop, 7)  # the repeated run is 6 words long
+    assert not dv.repeated_run("one two three four five six seven eight nine ten", 6)
+    assert dv.repeated_run("A b c d e f and a B c d e F", 6)  # case-insensitive
+    with pytest.raises(ValueError):
+        dv.repeated_run("a b", 0)
+
+
+def test_wilson_interval_known_values():
+    lo, hi = dv.wilson_interval(5, 10)
+    assert (round(lo, 4), round(hi, 4)) == (0.2366, 0.7634)
+    lo, hi = dv.wilson_interval(0, 20)
+    assert lo == pytest.approx(0.0, abs=1e-12) and round(hi, 4) == 0.1611
+    with pytest.raises(ValueError):
+        dv.wilson_interval(3, 2)
+
+
+def test_continuation_health_shares():
+    rows = [{"completion": "a b c d e f a b c d e f", "ended": False}, {"completion": "The end.", "ended": True},
+            {"completion": "She smiled and went home.", "ended": True}, {"completion": "x", "ended": True}]
+    h = dv.continuation_health(rows)
+    assert h["completions"] == 4 and h["ended (%)"] == 75.0 and h["loops (%)"] == 25.0
+    assert h["ended CI low"] < 75.0 < h["ended CI high"]
+    with pytest.raises(ValueError, match="ended"):
+        dv.continuation_health([{"completion": "x"}])

@@ -1,4 +1,4 @@
-"""Zero-shot minimal pairs (STUDY.md §5): batched causal scores against plain one-sentence forwards, PLL against a
+"""Zero-shot minimal pairs (docs/methods.md#minimal-pairs): batched causal scores against plain one-sentence forwards, PLL against a
 one-mask-at-a-time loop (both reductions, mixed lengths, both MLM code paths), the token cap per forward, seeded
 ties, aggregation on hand-made rows, the bundled data (counts, EWoK's swapped twins), oracle/reversed scorers,
 caching, and the transcribed paper tables."""
@@ -403,3 +403,35 @@ def test_paper_reference_tables():
         assert len(full) >= 6
         mean = full[["blimp", "supplement", "ewok", "glue"]].mean(axis=1)
         assert (mean - full["average"]).abs().max() <= 0.06, name
+
+
+# ----------------------------------------------------------------------------- intervals
+
+
+def test_paradigm_mean_interval_matches_an_item_bootstrap():
+    """The binomial shortcut equals a bootstrap that resamples items within each paradigm (same distribution:
+    the two intervals agree to within Monte-Carlo noise), is seeded, and narrows with more items."""
+    rng = np.random.default_rng(5)
+    pairs, correct = np.array([40, 60, 100]), np.array([22, 40, 51])
+    lo, hi = ev.paradigm_mean_interval(pairs, correct, seed=1)
+    assert (lo, hi) == ev.paradigm_mean_interval(pairs, correct, seed=1)
+    point = 100 * np.mean(correct / pairs)
+    assert lo < point < hi
+    items = [np.r_[np.ones(k), np.zeros(n - k)] for n, k in zip(pairs, correct)]
+    reps = [100 * np.mean([rng.choice(x, len(x)).mean() for x in items]) for _ in range(4000)]
+    ref_lo, ref_hi = np.quantile(reps, [0.025, 0.975])
+    assert abs(lo - ref_lo) < 0.8 and abs(hi - ref_hi) < 0.8
+    lo10, hi10 = ev.paradigm_mean_interval(pairs * 10, correct * 10, seed=1)
+    assert hi10 - lo10 < (hi - lo) / 2
+    with pytest.raises(ValueError):
+        ev.paradigm_mean_interval([5], [6])
+
+
+def test_summarise_reports_intervals():
+    rows = [{"task": "blimp", "paradigm": p, "phenomenon": "x", "correct": i % 3 != 0, "tie": False}
+            for p in ("a", "b") for i in range(30)]
+    s = ev.summarise(rows)
+    t = s["task"].iloc[0]
+    assert t.ci_low < t.accuracy < t.ci_high
+    o = s["overall"].iloc[0]
+    assert o.average_ci_low < o.average < o.average_ci_high

@@ -168,3 +168,28 @@ def test_decoding_from_name():
     for bad in ["nucleus", "nucleus-0", "beam-3", "nucleus-x"]:
         with pytest.raises(ValueError, match="decoding name"):
             G.decoding_from_name(bad)
+
+
+def test_ended_flag_tells_eot_from_the_length_cap(tiny_model, decoder_tokenizer):
+    """``ended`` is True exactly when the completion stopped at <|endoftext|> (biasing the output layer's EOT
+    logit up or down forces either case); the texts are those of the plain call."""
+    import copy
+
+    tok = decoder_tokenizer
+    eot = tok.convert_tokens_to_ids(G.EOT)
+    prompts = G.make_prompts(["Once upon a time there was a cat. The cat liked milk and naps in the sun every day."],
+                             None, (0.3, 0.3), 5, 100, 0)
+    for bias, want in ((100.0, True), (-100.0, False)):
+        m = copy.deepcopy(tiny_model)
+        head = torch.nn.Linear(m.config.hidden_size, m.config.vocab_size, bias=True)
+        head.weight = m.lm_head.weight
+        with torch.no_grad():
+            head.bias.zero_()
+            head.bias[eot] = bias
+        m.lm_head = head
+        texts, ended = G.complete_prompts(m, tok, prompts, G.Decoding("nucleus", k=3), max_new_tokens=12, seed=2,
+                                          return_ended=True)
+        assert texts == G.complete_prompts(m, tok, prompts, G.Decoding("nucleus", k=3), max_new_tokens=12, seed=2)
+        assert ended == [[want] * 3]
+        rows = list(G.completion_rows(prompts, texts, "m", G.Decoding("nucleus", k=3), 2, ended))
+        assert [r["ended"] for r in rows] == [want] * 3

@@ -1,4 +1,4 @@
-"""LTG-BERT (STUDY.md §4): the specification's parameter count, bucket values, disentangled attention written out
+"""LTG-BERT (Samuel et al. 2023; docs/methods.md#encoders): the published parameter count, bucket values, disentangled attention written out
 by hand, padding invariance, init, save/load (our classes and a fresh process with trust_remote_code that cannot
 import ``helpers``), learning, sequence classification, and LAMB against a step computed by hand."""
 from __future__ import annotations

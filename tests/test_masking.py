@@ -1,4 +1,4 @@
-"""Span masking (STUDY.md §4): statistics on ~200k tokens against the specification (15 % of non-special tokens,
+"""Span masking (docs/methods.md#masking): statistics on ~200k tokens against the LTG-BERT recipe (15 % of non-special tokens,
 span lengths Geometric(1/3) mod 10, 80/10/10 per span, specials never touched, 10 % shortened), determinism per
 (seed, step), the encoder blocks, and the MaskedBlocks + mlm_loss pair inside the shared training loop (an
 interrupted LAMB run resumes to the same weights as an uninterrupted one)."""

@@ -65,7 +65,7 @@ def test_ci_runs_the_readme_test_command():
 
 def test_helpers_import_order_has_no_cycles():
     """Data flows one way: a helper may only import helpers listed before it."""
-    order = ["config", "artifacts", "data", "budgets", "tokenizers", "decoder", "compressor", "ltg_bert", "optim",
+    order = ["config", "hardware", "artifacts", "data", "budgets", "tokenizers", "decoder", "compressor", "ltg_bert", "optim",
              "masking", "training", "generation", "diversity", "evaluation", "finetune", "reference", "judge",
              "story_eval", "interpret", "architecture", "reporting", "runner"]
     rank = {m: i for i, m in enumerate(order)}
@@ -102,3 +102,76 @@ def test_benchmark_scripts_import():
             spec.loader.exec_module(importlib.util.module_from_spec(spec))
     finally:
         sys.path.remove(str(folder))
+
+
+# ------------------------------------------------------------------ the repository stands alone (issue #16)
+_PRIVATE_DOC = re.compile("STUDY" + r"\.md", re.I)  # the private specification, not part of the repository
+_SEED_REF = re.compile(r"\bseeds?[ _-]0\d\d\b", re.I)  # "seed" + a three-digit id: the private papers' numbering
+_DOC_LINK = re.compile(r"\bdocs/([A-Za-z0-9_./-]+?\.md)(?:#([A-Za-z0-9_-]+))?")
+_BINARY_SUFFIXES = {".gz", ".zip", ".png", ".jpg", ".jpeg", ".gif", ".pdf", ".svg", ".pt", ".bin", ".safetensors",
+                    ".npy", ".npz", ".parquet", ".pkl", ".xz", ".bz2", ".whl"}
+
+
+def _tracked_text_files():
+    """(relative path, text) of every tracked text file outside ``reports/`` (generated outputs)."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+        paths = [p for p in out.decode().split("\0") if p]
+    except (OSError, subprocess.CalledProcessError):  # not a git checkout: walk the tree
+        skip = {".git", ".venv", "runs", "reports", "__pycache__", ".pytest_cache", ".ipynb_checkpoints"}
+        paths = [str(p.relative_to(ROOT)) for p in ROOT.rglob("*")
+                 if p.is_file() and not skip & set(p.relative_to(ROOT).parts)]
+    for rel in sorted(paths):
+        p = ROOT / rel
+        if rel.startswith("reports/") or p.suffix.lower() in _BINARY_SUFFIXES or not p.is_file():
+            continue
+        raw = p.read_bytes()
+        if b"\0" in raw[:8192]:
+            continue
+        try:
+            yield rel, raw.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+
+
+def _anchors(markdown: str) -> set[str]:
+    ids = set(re.findall(r"""<a\s+(?:id|name)=["']([^"']+)["']""", markdown))
+    for heading in re.findall(r"^#+\s+(.+?)\s*$", markdown, flags=re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        ids.add(slug)
+    return ids
+
+
+def test_no_reference_to_documents_outside_the_repository():
+    """The methods live in docs/methods.md; nothing may cite the developers' private specification or the private
+    papers' numbers (the word seed followed by a zero-padded id), which a reader of the repository cannot open."""
+    bad = []
+    for rel, text in _tracked_text_files():
+        for n, line in enumerate(text.splitlines(), 1):
+            if _PRIVATE_DOC.search(line) or _SEED_REF.search(line):
+                bad.append(f"{rel}:{n}: {line.strip()[:100]}")
+    assert not bad, "references to documents that are not in the repository:\n" + "\n".join(bad)
+
+
+def test_cited_docs_exist_with_their_anchors():
+    """Every ``docs/<name>.md`` (and ``docs/<name>.md#anchor``) cited by a tracked file exists, anchor included."""
+    assert (ROOT / "docs" / "methods.md").is_file() and (ROOT / "CITATION.cff").is_file()
+    cff = yaml.safe_load((ROOT / "CITATION.cff").read_text())
+    assert cff["cff-version"] == "1.2.0" and cff["title"] == "storybench" and cff["type"] == "software"
+    assert cff["authors"] == [{"name": "storybench contributors"}] and len(cff["references"]) >= 2
+    anchors: dict[str, set[str]] = {}
+    missing = []
+    for rel, text in _tracked_text_files():
+        for name, anchor in _DOC_LINK.findall(text):
+            doc = ROOT / "docs" / name
+            if not doc.is_file():
+                missing.append(f"{rel}: docs/{name}")
+                continue
+            if anchor:
+                if name not in anchors:
+                    anchors[name] = _anchors(doc.read_text(encoding="utf-8"))
+                if anchor not in anchors[name]:
+                    missing.append(f"{rel}: docs/{name}#{anchor}")
+    assert not missing, "cited documents or anchors that do not exist:\n" + "\n".join(sorted(set(missing)))

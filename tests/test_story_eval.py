@@ -120,7 +120,7 @@ def test_answer_key_loader_checks_prompts(tmp_path):
 
 
 @pytest.mark.parametrize("kid, answer, grade", [
-    # seed 003 Tables 2-4 and seed 002 Table 1 completions
+    # Rathod et al. 2024 Tables 2-4 and Yang et al. (McGill report) Table 1 completions
     ("factual-1", "to bed.", "success"), ("factual-1", "to the hospital", "fail"),
     ("factual-1", "to the kitchen to get some food.", "fail"), ("factual-2", "the library", "success"),
     ("factual-2", "the park.", "fail"), ("factual-4", "many colors and shapes.", "success"),

@@ -1,22 +1,25 @@
-"""TinyStories architecture studies (STUDY.md §2, last items; seed 001 scaling, seed 003 Table 1, §6, §7).
+"""TinyStories architecture studies: sweep, compute scaling, contrastive objective.
 
-* **Sweep** (seed 003 Table 1): GPT-Neo decoders over a hidden × layers × heads grid, every run on the same
+Protocols: ``docs/methods.md#architecture-sweeps``, ``#compute-scaling`` and ``#contrastive`` (Rathod et al. 2024,
+Table 1 and §6; Eldan & Li 2023).
+
+* **Sweep** (Rathod et al. 2024, Table 1): GPT-Neo decoders over a hidden × layers × heads grid, every run on the same
   data, steps and batch (equal tokens), trained by :func:`helpers.training.train_decoder` (the one training loop).
   :func:`expand_grid` turns the params' sub-grids into shapes.
-* **Compute scaling** (seed 001's "scaling law" discussion): every validation point of every run is placed at
+* **Compute scaling** (Eldan & Li 2023's "scaling law" discussion): every validation point of every run is placed at
   its training compute C = :func:`helpers.decoder.flops_per_token` × tokens seen (6·N for the matmul weights plus
   the attention scores and mixing, forward + backward). :func:`pareto_frontier` keeps the points no cheaper point
   beats; :func:`fit_power_law` fits L = a·C^(-α) by least squares on log L vs log C over the frontier and gives α
   with a t confidence interval. Intermediate points of a cosine-schedule run are not runs trained to that length
   (Hoffmann et al. 2022): the frontier is the usual approximation, said so in the notebook.
-* **Contrastive objective** (seed 003 §6): a ``fraction`` of every batch's rows are packed from stories whose
+* **Contrastive objective** (Rathod et al. 2024, §6): a ``fraction`` of every batch's rows are packed from stories whose
   sentences were shuffled (:class:`ContrastiveBlocks`); :func:`contrastive_loss` is
   L = L_next(normal rows) + α / (L_next(shuffled rows) + 0.01). Rows, not extra rows: the contrastive model sees
   the same number of tokens per step as the plain one, of which ``1 - fraction`` are ordinary stories.
   :func:`order_preference` measures what the objective aims at: how often a model gives a held-out story a
   higher log-probability than the same story with its sentences shuffled. :func:`loss_spikes` finds the spikes
   the report mentions.
-* The compressor model of §7 lives in :mod:`helpers.compressor`.
+* The compressor model (Rathod et al. 2024, §7) lives in :mod:`helpers.compressor`.
 """
 from __future__ import annotations
 
@@ -254,7 +257,7 @@ def row_losses(model, input_ids: torch.Tensor) -> torch.Tensor:
 
 
 def contrastive_loss(alpha: float, eps: float = 0.01) -> Callable[[torch.nn.Module, dict], torch.Tensor]:
-    """Seed 003's loss for :func:`helpers.training.train`: L_n + α / (L_c + eps), L_n over the ordinary rows,
+    """The contrastive loss of Rathod et al. 2024 (§6) for :func:`helpers.training.train`: L_n + α / (L_c + eps), L_n over the ordinary rows,
     L_c over the shuffled rows of the batch. Batches without a ``"shuffled"`` flag (validation) give plain L_n,
     so validation losses compare with a plain model's."""
 

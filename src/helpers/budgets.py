@@ -1,4 +1,4 @@
-"""Word budgets and the budget ledger (STUDY.md §1).
+"""Word budgets and the budget ledger (``docs/methods.md#budgets``, ``docs/methods.md#challenge-rule``).
 
 * TinyStories budgets are **nested**: the stories are shuffled once with a seed, then a budget of B words takes
   whole stories from the front until adding the next would exceed B (so 0.5M ⊂ 1M ⊂ …, like the reference
@@ -100,6 +100,8 @@ class CorpusEntry:
     generator_corpus: str | None = None  # for D_gen: the corpus its generator was trained on
     path: str | None = None
     note: str = ""
+    sha256: str | None = None  # of the corpus file at ``path`` (relative to the ledger's folder), as written
+    size: int | None = None  # its bytes
 
     @property
     def words(self) -> int:
@@ -112,11 +114,83 @@ class Ledger:
     def __init__(self, path: str | Path | None = None):
         self.path = Path(path) if path else None
         self.entries: dict[str, CorpusEntry] = {}
+        self.track_budget: int | None = None  # notebook 01's, the one owner of the rule (see set_track_budget)
+        self.checksums: dict[str, dict] = {}  # other files of the folder (held-out stories): name -> size, sha256
         if self.path and self.path.is_file():
-            for e in read_json(self.path)["corpora"]:
+            raw = read_json(self.path)
+            for e in raw["corpora"]:
                 self.entries[e["name"]] = CorpusEntry(**e)
+            self.track_budget = raw.get("track_budget")
+            self.checksums = raw.get("checksums", {})
+
+    def record_file(self, path: str | Path) -> None:
+        """Record size and SHA-256 of a file next to the ledger that is not a corpus (e.g. the held-out stories)."""
+        from .artifacts import sha256_file
+
+        f = Path(path)
+        self.checksums[f.name] = {"size": f.stat().st_size, "sha256": sha256_file(f)}
+
+    def verify_file(self, path: str | Path) -> Path:
+        """Check a file next to the ledger against what it recorded (a corpus or a :meth:`record_file`)."""
+        f = Path(path)
+        for name, e in self.entries.items():
+            if e.path == f.name:
+                return self.verify(name)
+        rec = self.checksums.get(f.name)
+        if rec is not None:
+            from .artifacts import sha256_file
+
+            profile = f.parent.parent.name
+            redo = f"rerun notebook 01 for profile {profile} (./run_all.sh --profile {profile} --only 01), which rebuilds it"
+            if not f.is_file():
+                raise BudgetError(f"{f} is missing; {redo}")
+            size = f.stat().st_size
+            if size != rec["size"] or sha256_file(f) != rec["sha256"]:
+                raise BudgetError(f"{f} does not match the budget ledger ({size:,} bytes now, {rec['size']:,} when "
+                                  f"written: {'truncated' if size < rec['size'] else 'edited'}); {redo}")
+        return f
+
+    def set_track_budget(self, track_budget: int, save: bool = True) -> None:
+        """Record the track budget (notebook 01 owns it); later notebooks' :meth:`check_mix` refuse another value."""
+        if self.track_budget != int(track_budget):
+            self.track_budget = int(track_budget)
+            if save and self.path:
+                self.save()
+
+    def file_of(self, name: str) -> Path:
+        e = self[name]
+        if not e.path:
+            raise ValueError(f"corpus {name!r} has no file in the ledger")
+        return (self.path.parent if self.path else Path()) / e.path
+
+    def verify(self, name: str) -> Path:
+        """The corpus file of ``name``, checked against the size and SHA-256 recorded when it was written; a
+        missing, truncated or edited file raises :class:`BudgetError` naming the notebook that rebuilds it."""
+        from .artifacts import sha256_file
+
+        e, f = self[name], self.file_of(name)
+        maker = "03" if e.kind == "gen" else "01"
+        profile = f.parent.parent.name
+        redo = f"rerun notebook {maker} for profile {profile} (./run_all.sh --profile {profile} --only {maker}), which rebuilds it"
+        if not f.is_file():
+            raise BudgetError(f"corpus {name!r}: {f} is missing; {redo}")
+        if e.sha256 is None:
+            return f
+        size = f.stat().st_size
+        if size != e.size or sha256_file(f) != e.sha256:
+            raise BudgetError(
+                f"corpus {name!r}: {f} does not match the budget ledger ({size:,} bytes now, {e.size:,} when written: "
+                f"{'truncated' if e.size and size < e.size else 'edited'}), so its word count ({e.words:,}) no longer "
+                f"holds; {redo}"
+            )
+        return f
 
     def add(self, entry: CorpusEntry, save: bool = True) -> CorpusEntry:
+        if entry.sha256 is None and entry.path and self.path and (self.path.parent / entry.path).is_file():
+            from .artifacts import sha256_file
+
+            f = self.path.parent / entry.path
+            entry.sha256, entry.size = sha256_file(f), f.stat().st_size
         if entry.kind not in ("tiny", "baby", "gen"):
             raise ValueError(f"corpus kind must be tiny, baby or gen, not {entry.kind!r}")
         if entry.kind == "gen" and entry.generator_corpus is None:
@@ -135,11 +209,21 @@ class Ledger:
     def save(self) -> None:
         if not self.path:
             raise ValueError("ledger has no path")
-        write_json(self.path, {"corpora": [asdict(e) for e in self.entries.values()]})
+        extra = {"track_budget": self.track_budget} if self.track_budget is not None else {}
+        if self.checksums:
+            extra["checksums"] = self.checksums
+        write_json(self.path, {"corpora": [asdict(e) for e in self.entries.values()], **extra})
 
     def check_mix(self, names: Sequence[str], track_budget: int, allow_over_budget: bool = False) -> dict[str, int]:
         """Words per kind of a mix; raises :class:`BudgetError` if |D_baby| + |D_tiny| > ``track_budget`` or a
-        generator was trained on more than the track budget (unless ``allow_over_budget``)."""
+        generator was trained on more than the track budget (unless ``allow_over_budget``). The track budget is
+        notebook 01's (recorded in the ledger): another value is refused."""
+        if self.track_budget is not None and int(track_budget) != self.track_budget:
+            raise BudgetError(
+                f"track_budget {int(track_budget):,} differs from the ledger's {self.track_budget:,}, which notebook 01 "
+                f"set (params/<profile>/01_data_budgets.yaml owns the track budget): use {self.track_budget:,} here, "
+                f"or change it in notebook 01's params and rerun notebook 01"
+            )
         words = {"baby": 0, "tiny": 0, "gen": 0}
         problems = []
         for n in names:
@@ -227,6 +311,7 @@ def prepare_corpora(
     if heldout_max_words:
         write_jsonl(out / "tiny-heldout.jsonl", ({"id": i, "source": "tinystories", "text": tiny_stories[i]}
                                                  for i in heldout_stories(tiny_stories, nested, seed, heldout_max_words)))
+        ledger.record_file(out / "tiny-heldout.jsonl")
     for b, idx in nested.items():
         name = f"tiny-{fmt_words(b)}"
         write_jsonl(out / f"{name}.jsonl", ({"id": i, "source": "tinystories", "text": tiny_stories[i]} for i in idx))
@@ -245,6 +330,7 @@ def prepare_corpora(
             rest.append(i)
             n += counts[i]
         write_jsonl(out / "baby-heldout.jsonl", ({"id": i, "source": baby_docs[i].source, "text": baby_docs[i].text} for i in rest))
+        ledger.record_file(out / "baby-heldout.jsonl")
     for b in sorted(int(x) for x in baby_budgets):
         idx = take_prefix(counts, order, b)
         name = f"baby-{fmt_words(b)}"
@@ -258,9 +344,14 @@ def prepare_corpora(
 
 
 def read_corpus(path: str | Path) -> list[dict]:
-    """Rows of a corpus written by :func:`prepare_corpora` (or a generated corpus)."""
+    """Rows of a corpus written by :func:`prepare_corpora` (or a generated corpus). A corpus registered in the
+    ledger next to it is first checked against the ledger's size and SHA-256 (see :meth:`Ledger.verify`), so a
+    truncated or edited file stops with a message instead of feeding a model silently."""
     from .artifacts import read_jsonl
 
+    path = Path(path)
+    if (path.parent / "ledger.json").is_file():
+        Ledger(path.parent / "ledger.json").verify_file(path)
     return read_jsonl(path)
 
 

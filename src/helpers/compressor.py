@@ -1,6 +1,7 @@
-"""Seed 003's memory-saving "compressor" language model (§7 "Improving Memory Efficiency", Table 5), in HF form.
+"""The memory-saving "compressor" language model of Rathod et al. 2024 (§7 "Improving Memory Efficiency", Table 5;
+``docs/methods.md#compressor``), in HF form.
 
-The idea of the seed: attention costs grow with the square of the sequence, so encode the tokens *two at a time*
+The idea of the report: attention costs grow with the square of the sequence, so encode the tokens *two at a time*
 into one vector, run the causal transformer ("trunk") over the half-length sequence of pairs, and let a small
 decoder emit the next two tokens from each trunk state. This module builds that model as a Hugging Face
 ``PreTrainedModel`` (``save_pretrained``/``from_pretrained``/``AutoModelForCausalLM`` after ``import
@@ -19,7 +20,7 @@ GPT-Neo of the same width on CPU, and plugs into :func:`helpers.training.train_o
 * *pair decoder*: from ``u_i`` predict the next pair ``(2i+2, 2i+3)``:
   ``logits₁ = E u_i`` for token ``2i+2``; ``logits₂ = E LN₂(u_i + MLP_{2h→I→h}([u_i ; E t_{2i+2}]))`` for token
   ``2i+3`` (teacher forcing: the true token ``2i+2`` in training, the sampled one in generation). The residual
-  ``u_i +`` is our choice (the seed gives no formula); it lets the second head start from the first's state.
+  ``u_i +`` is our choice (the report gives no formula); it lets the second head start from the first's state.
 
 **Which positions are predicted.** ``forward`` returns logits ``[B, T, V]`` aligned like any HF causal LM:
 ``logits[:, t]`` is the distribution of token ``t + 1`` and depends on tokens ``0..t`` only. Odd positions
@@ -365,6 +366,9 @@ def shifted_token_nll(logits: torch.Tensor, input_ids: torch.Tensor) -> torch.Te
 
 def load_compressor(path: str | Path) -> CompressorForCausalLM:
     """A trained compressor from a ``save_pretrained`` directory, in eval mode."""
+    from .config import require_output
+
+    require_output(path, "compressor")
     return CompressorForCausalLM.from_pretrained(path).eval()
 
 
@@ -707,7 +711,7 @@ def memory_table(
     log: Callable[[str], None] | None = None,
     **kwargs: Any,
 ) -> list[dict]:
-    """Seed 003's Table 5 on CPU: :func:`peak_train_memory` for every ``kind × width × batch`` (``kwargs``: seq,
+    """Table 5 of Rathod et al. 2024 on CPU: :func:`peak_train_memory` for every ``kind × width × batch`` (``kwargs``: seq,
     layers, heads, vocab, dropout, optimizer, threads, profile, ...). ``cap_mb`` bounds the *step's* memory
     (``peak_mb``; the process adds its baseline, ~0.4 GB of torch and weights). Rows are dicts with ``status``:
 

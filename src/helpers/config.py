@@ -7,6 +7,7 @@ A *profile* (``smoke``, ``cpu``, ``paper``) selects one folder of parameter file
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -67,18 +68,191 @@ def params_file(profile: str, notebook: str) -> Path:
     return hits[0]
 
 
+class ParamsError(ValueError):
+    """A params file that cannot be read, or a value of the wrong type or out of range (one line, naming the file)."""
+
+
+class _Yaml12Loader(yaml.SafeLoader):
+    """PyYAML's safe loader with YAML 1.2 floats: ``1e-3`` and ``2E5`` are numbers, not strings."""
+
+
+_Yaml12Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+
+                   |[-+]?\.[0-9_]+[eE][-+]?[0-9]+)$""", re.X),
+    list("-+0123456789."),
+)
+
+
+def read_yaml(path: str | os.PathLike) -> Any:
+    """Parse a YAML file with YAML 1.2 number rules; a syntax error is one line naming the file, line and column."""
+    path = Path(path)
+    try:
+        with open(path, encoding="utf-8") as f:
+            return yaml.load(f, Loader=_Yaml12Loader)
+    except yaml.YAMLError as e:
+        pm, cm = getattr(e, "problem_mark", None), getattr(e, "context_mark", None)
+        mark = pm or cm
+        where = f"{_rel(path)}:{mark.line + 1}:{mark.column + 1}" if mark else str(_rel(path))
+        what = getattr(e, "problem", None) or str(e)
+        context = getattr(e, "context", None)
+        if context and cm is not None and pm is not None:
+            what += f" ({context.replace('while ', '')} at line {cm.line + 1}, column {cm.column + 1})"
+        elif context:
+            what = f"{context}: {what}"
+        raise ParamsError(f"{where}: YAML syntax error: {' '.join(what.split())}") from None
+
+
+def _rel(path: Path) -> Path:
+    try:
+        return path.resolve().relative_to(repo_root())
+    except (ValueError, FileNotFoundError):
+        return path
+
+
+# (check, what is expected) per key, wherever the key occurs (top level or inside a dict such as ``train``);
+# a list value is checked element by element
+_POS = (lambda v: v > 0, "a number > 0")
+_NONNEG = (lambda v: v >= 0, "a number >= 0")
+_PROB = (lambda v: 0 < v <= 1, "a number in (0, 1]")
+_FRAC = (lambda v: 0 <= v < 1, "a number in [0, 1)")
+RANGES: dict[str, tuple] = {
+    "lr": (lambda v: 0 < v <= 1, "a learning rate in (0, 1]"),
+    "min_lr": (lambda v: 0 <= v <= 1, "a learning rate in [0, 1]"),
+    **{k: _POS for k in (
+        "steps", "batch_size", "micro_batch", "eval_every", "save_every", "log_every", "grad_clip", "eps",
+        "hidden", "layers", "heads", "context", "window", "block", "vocab_size", "decoder_vocab_size",
+        "tiny_budgets", "baby_budgets", "track_budget", "paper_track_budget", "valid_max_words", "babylm_chunk_lines",
+        "word_scale", "valid_blocks", "official_valid_blocks", "causal_batch_size", "mlm_max_tokens",
+        "max_new_tokens", "gpteval_max_new_tokens", "instruct_max_new_tokens", "themed_max_new_tokens",
+        "judge_max_concurrency", "judge_timeout", "n_stories", "max_tokens", "epochs", "limit_per_task",
+        "memory_cap_mb", "memory_widths", "memory_batches", "memory_layers", "memory_heads", "heatmap_heads",
+        "selfbleu_prompts", "selfbleu_completions", "max_train_examples", "max_eval_examples", "min_words", "max_words",
+        "tokenizer_min_frequency", "min_frequency", "index_n", "top_k",
+    )},
+    **{k: _NONNEG for k in (
+        "threads", "seed", "instruct_seed", "qualitative_seed", "judge_retries", "judge_temperature", "temperature",
+        "gpteval_temperature", "instruct_temperature", "weight_decay", "sample_tokens", "gpteval_min_new_tokens",
+        "instruct_min_new_tokens", "memorisation_prompts", "example_story",
+    )},
+    **{k: _PROB for k in ("top_p", "gpteval_top_p", "instruct_top_p", "confidence", "prompt_frac", "qualitative_frac")},
+    **{k: _FRAC for k in ("warmup", "fixed_dropout", "fixed_weight_decay", "instruct_field_p", "betas")},
+}
+
+
+def _kind(v: Any) -> str:
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list",
+            dict: "a mapping"}.get(type(v), type(v).__name__)
+
+
+def _type_ok(value: Any, default: Any) -> bool:
+    if isinstance(default, bool) or isinstance(value, bool):
+        return isinstance(value, bool) and isinstance(default, bool)
+    if isinstance(default, float):
+        return isinstance(value, (int, float))
+    if isinstance(default, int):
+        return isinstance(value, int)
+    if isinstance(default, (list, tuple)):
+        return isinstance(value, (list, tuple))
+    return isinstance(value, type(default))
+
+
+def check_value(key: str, value: Any, default: Any = None, where: str = "") -> list[str]:
+    """Problems of one params value: its type against the notebook's ``default`` (skipped where that is None),
+    nested mappings key by key, list elements against the default's first element, and :data:`RANGES`."""
+    errors: list[str] = []
+    if value is None:
+        return errors
+    if default is not None and not _type_ok(value, default):
+        return [f"{where}{key} = {value!r} is {_kind(value)}; expected {_kind(default)} (like the default {default!r})"]
+    if isinstance(value, dict):
+        for k, v in value.items():
+            d = default.get(k) if isinstance(default, dict) else None
+            errors += check_value(str(k), v, d, f"{where}{key}.")
+        return errors
+    if isinstance(value, (list, tuple)):
+        elem = None
+        if isinstance(default, (list, tuple)) and default and all(type(x) is type(default[0]) for x in default):
+            elem = default[0]
+        for i, v in enumerate(value):
+            if isinstance(v, (dict, list)) or elem is not None:
+                errors += check_value(f"{key}[{i}]", v, elem, where)
+            elif key in RANGES:
+                errors += _range(f"{key}[{i}]", key, v, where)
+        return errors
+    if key.split("[")[0] in RANGES:
+        errors += _range(key, key.split("[")[0], value, where)
+    return errors
+
+
+def _range(label: str, key: str, value: Any, where: str) -> list[str]:
+    ok, expected = RANGES[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return [f"{where}{label} = {value!r} is {_kind(value)}; expected {expected}"]
+    if value != value or not ok(value):
+        return [f"{where}{label} = {value!r} is out of range; expected {expected}"]
+    return []
+
+
+def check_params(params: dict, defaults: dict | None = None, source: str = "") -> None:
+    """Raise :class:`ParamsError` listing every value of ``params`` of the wrong type or out of range, one per line
+    (``defaults``: the notebook's declared parameter defaults)."""
+    errors = []
+    for k, v in params.items():
+        errors += check_value(str(k), v, (defaults or {}).get(k))
+    if errors:
+        raise ParamsError("\n".join(f"{source}: {e}" if source else e for e in errors))
+
+
 def load_params(profile: str, notebook: str) -> dict[str, Any]:
-    with open(params_file(profile, notebook), encoding="utf-8") as f:
-        params = yaml.safe_load(f) or {}
+    pf = params_file(profile, notebook)
+    params = read_yaml(pf) or {}
     if not isinstance(params, dict):
-        raise ValueError(f"{params_file(profile, notebook)} must hold a mapping of parameter names to values")
+        raise ParamsError(f"{_rel(pf)} must hold a mapping of parameter names to values")
+    check_params(params, source=str(_rel(pf)))
     return params
 
 
 def set_threads(n: int | None = None) -> int:
-    """Use ``n`` (default: all) CPU threads for torch; returns the number set."""
+    """Use ``n`` CPU threads for torch; ``0``/``None``: ``$OMP_NUM_THREADS`` when set, else all. Returns the number set."""
     import torch
 
-    n = n or os.cpu_count() or 1
+    if not n:
+        env = os.environ.get("OMP_NUM_THREADS", "").strip()
+        try:
+            n = int(env) if env else 0
+        except ValueError:
+            raise ValueError(f"OMP_NUM_THREADS={env!r} is not a whole number of threads") from None
+    n = n if n and n > 0 else os.cpu_count() or 1
     torch.set_num_threads(n)
     return n
+
+
+# which notebook writes each folder of runs/<profile>/
+PRODUCERS = {"data": "01", "tokenizers": "01", "decoders": "02", "architecture": "02b", "generations": "03",
+             "encoders": "04"}
+
+
+def require_output(path: str | os.PathLike, what: str = "model") -> Path:
+    """``path`` if it exists; else a :class:`FileNotFoundError` that names the notebook (and profile) producing it,
+    e.g. ``run notebook 02 for profile smoke first`` (read from ``runs/<profile>/<folder>/…``)."""
+    path = Path(path)
+    if path.exists():
+        return path
+    parts = path.parts
+    hint = ""
+    hits = [i for i in range(len(parts) - 1, 0, -1) if parts[i] in PRODUCERS]
+    hits = [i for i in hits if parts[i - 1] in PROFILES] or hits
+    for i in hits[:1]:
+        part, profile = parts[i], parts[i - 1]
+        prof = f" for profile {profile}" if profile in PROFILES else ""
+        flag = f" (./run_all.sh --profile {profile} --only {PRODUCERS[part]})" if profile in PROFILES else ""
+        hint = f"; it is made by notebook {PRODUCERS[part]}: run notebook {PRODUCERS[part]}{prof} first{flag}"
+    raise FileNotFoundError(f"no {what} at {path}{hint}")
+
+
+def is_local_path(path: str | os.PathLike) -> bool:
+    """True for what must be a folder on disk (absolute, ./…, or more than ``owner/name`` deep), False for what
+    may be a model-hub id such as ``roneneldan/TinyStories-33M``."""
+    p = Path(path)
+    return p.is_absolute() or str(path).startswith(".") or len(p.parts) > 2 or isinstance(path, Path)

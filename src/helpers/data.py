@@ -1,6 +1,6 @@
 """Loading the corpora: TinyStories, the BabyLM-like corpus, running text; checksums; normalisation.
 
-TinyStories (STUDY.md §1) comes as
+TinyStories (``docs/methods.md#data``) comes as
 * ``.txt`` files with stories separated by ``<|endoftext|>`` (V1 ``TinyStories-*.txt``, V2 ``TinyStoriesV2-GPT4-*``);
   a file that does not end with the separator was byte-truncated, so its last story is dropped;
 * JSON: a list of strings, ``{"texts": [...]}``, a list of ``{"story"|"text": ...}`` objects, or JSON lines;
@@ -334,7 +334,7 @@ _SENT_END = re.compile(r"(?<=[.!?…])([\"”’']*)\s+(?=[\"“‘']*[A-Z0-9])"
 
 
 def normalise_text(text: str) -> str:
-    """Encoder-side normalisation (STUDY.md §1): ftfy, Moses punctuation normalisation, punctuation spacing
+    """Encoder-side normalisation (docs/methods.md#normalisation): ftfy, Moses punctuation normalisation, punctuation spacing
     (``word , word`` → ``word, word``, as in the tokenised BabyLM sources), abbreviation fixes."""
     from sacremoses import MosesPunctNormalizer
 

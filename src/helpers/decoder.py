@@ -1,4 +1,4 @@
-"""GPT-Neo decoders (STUDY.md §2): configurations built in code, and a fast attention path.
+"""GPT-Neo decoders (``docs/methods.md#decoders``): configurations built in code, and a fast attention path.
 
 Every model is a plain :class:`transformers.GPTNeoForCausalLM`, so a checkpoint written with
 ``save_pretrained`` loads anywhere with ``AutoModelForCausalLM.from_pretrained`` (and gets HF's eager attention
@@ -76,7 +76,8 @@ class DecoderSpec:
         return [pat[i % len(pat)] for i in range(self.layers)]
 
 
-# The paper's decoder and TinyStories' released shapes (STUDY.md §2), for reference and the paper profile.
+# The paper's decoder and TinyStories' released shapes (docs/methods.md#decoders), for reference and the paper
+# profile.
 PRESETS: dict[str, dict[str, Any]] = {
     "berttime-paper": dict(hidden=768, layers=4, heads=16, context=512, window=256, vocab_size=16_384),
     "tinystories-1M": dict(hidden=64, layers=8, heads=16, context=512, window=256, vocab_size=50_257),
@@ -86,7 +87,8 @@ PRESETS: dict[str, dict[str, Any]] = {
     "tinystories-33M": dict(hidden=768, layers=4, heads=16, context=512, window=256, vocab_size=50_257),
 }
 
-# BERTtime Stories' regularisation by budget (paper words): (upper bound of budget, dropout, weight decay).
+# BERTtime Stories' regularisation by budget (paper words; docs/methods.md#regularisation):
+# (upper bound of budget, dropout, weight decay).
 DROPOUT_BY_BUDGET = [(5_000_000, 0.5, 0.2), (10_000_000, 0.4, 0.2), (25_000_000, 0.25, 0.2), (math.inf, 0.2, 0.1)]
 
 
@@ -166,7 +168,12 @@ def build_decoder(spec: DecoderSpec | dict | GPTNeoConfig, fast: bool = True, se
 
 
 def load_decoder(path: str | Path, fast: bool = True, **kwargs: Any) -> GPTNeoForCausalLM:
-    """Load a checkpoint written by ``save_pretrained`` (a folder or a hub name), fast attention by default."""
+    """Load a checkpoint written by ``save_pretrained`` (a folder or a hub name), fast attention by default.
+    A missing local folder raises :class:`FileNotFoundError` naming the notebook that makes it (never a hub lookup)."""
+    from .config import is_local_path, require_output
+
+    if is_local_path(path):
+        require_output(path, "decoder")
     model = GPTNeoForCausalLM.from_pretrained(str(path), **kwargs)
     return enable_fast_attention(model) if fast else model
 

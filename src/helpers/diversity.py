@@ -1,7 +1,7 @@
 """Diversity and memorisation of generated stories: self-BLEU, ROUGE-2, nearest training story, copied runs.
 
-Self-BLEU (BERTtime Stories, STUDY.md §3)
------------------------------------------
+Self-BLEU (Zhu et al. 2018; BERTtime Stories; ``docs/methods.md#self-bleu``)
+---------------------------------------------------------------------------
 For each prompt there are N completions (strings).  For a given k (paper: k in {2..10, 15, 20, ..., 50},
 :data:`PAPER_KS`), each of the **first k** completions is the hypothesis and the other k - 1 are its references;
 BLEU is nltk's ``corpus_bleu``: n-grams up to 4 with uniform weights (``weights`` is a parameter), whitespace tokens
@@ -22,7 +22,7 @@ corner cases: BLEU = 0 when no unigram matches; otherwise a precision with a zer
 ``sys.float_info.min`` (nltk's ``method0``: the score is ~1e-77 rather than exactly 0, and nltk warns — we do not);
 the brevity penalty uses the closest reference length (ties -> the shorter one) and is 0 for an empty hypothesis.
 
-Note: the authors' k-range is ``[2..10, 15, 20, 25, 30, 40, 50]`` (:data:`BERTTIME_CODE_KS`, no 35/45); STUDY.md's
+Note: the authors' k-range is ``[2..10, 15, 20, 25, 30, 40, 50]`` (:data:`BERTTIME_CODE_KS`, no 35/45); the paper's
 ``{2..10, 15, 20, ..., 50}`` is :data:`PAPER_KS`.
 
 Our implementation never calls nltk: per prompt, the first ``max(ks)`` completions are tokenised once, every n-gram
@@ -37,8 +37,8 @@ rule.  We offer explicit rules: ``"knee"`` (default: the smallest k after which 
 its value at k), ``"slope"`` (smallest k after which every step changes by at most ``eps`` per added completion)
 and ``"threshold"`` (the largest k whose self-BLEU is at most ``threshold``).
 
-Memorisation and diversity (TinyStories / seeds 003 and 004, STUDY.md §5)
------------------------------------------------------------------------
+Memorisation and diversity (``docs/methods.md#memorisation``)
+-------------------------------------------------------------
 * :func:`rouge2` — ROUGE-2 from the ``rouge-score`` package with the Porter stemmer; we report the **F-measure** by
   default (``score="precision"|"recall"`` also available).  Argument order: ``rouge2(prediction, target)``, i.e. the
   generated completion first and the original ending second (``RougeScorer.score(target, prediction)``).
@@ -46,7 +46,7 @@ Memorisation and diversity (TinyStories / seeds 003 and 004, STUDY.md §5)
   tokenised once with rouge-score's exact tokenisation (stems cached per word), bigram counts go into a sparse
   matrix, and the clipped overlaps ``sum_g min(a_g, b_g)`` of all pairs come from ``sum_t [A >= t] [B >= t]^T``.
   :func:`max_pairwise_rouge2` gives, for each generation, its highest ROUGE-2 against any *other* generation
-  (seed 003's "max ROUGE-2 among generations" histogram).
+  (the "max ROUGE-2 among generations" histogram of Rathod et al. 2024).
 * :class:`NGramIndex` — an inverted index from n-grams of training stories to story ids.  ``closest(text, top)``
   returns the training stories sharing the most distinct n-grams with ``text`` (a ``bincount`` over the posting
   lists; no loop over stories).  ``longest_shared_run(text)`` returns the longest run of consecutive words that
@@ -92,7 +92,7 @@ __all__ = [
     "longest_common_substring_words",
 ]
 
-#: STUDY.md §3: k in {2..10, 15, 20, ..., 50}.
+#: The paper's k in {2..10, 15, 20, ..., 50} (docs/methods.md#self-bleu).
 PAPER_KS: tuple[int, ...] = (2, 3, 4, 5, 6, 7, 8, 9, 10, 15, 20, 25, 30, 35, 40, 45, 50)
 #: The k values of the authors' script (calculate_self_bleu_nucleus_k.py), capped at N = 50.
 BERTTIME_CODE_KS: tuple[int, ...] = (2, 3, 4, 5, 6, 7, 8, 9, 10, 15, 20, 25, 30, 40, 50)
@@ -558,7 +558,7 @@ def rouge2_pairs(
 def max_pairwise_rouge2(
     texts: Sequence[str], *, n: int = 2, score: str = "fmeasure", use_stemmer: bool = True
 ) -> np.ndarray:
-    """For each text, its highest ROUGE-n against any *other* text of the set (seed 003's "max ROUGE-2 among
+    """For each text, its highest ROUGE-n against any *other* text of the set (Rathod et al. 2024's "max ROUGE-2 among
     generations"); ``.max()`` of the result is the set's maximum.  For P/R, text i is the prediction."""
     if isinstance(texts, str) or len(texts) < 2:
         raise ValueError("max_pairwise_rouge2 needs a list of at least 2 texts")
@@ -832,3 +832,54 @@ def longest_common_substring_words(
     stories builds a throw-away index with ``tokenizer`` (an index keeps its own tokenizer)."""
     index = index_or_corpus if isinstance(index_or_corpus, NGramIndex) else NGramIndex(index_or_corpus, n=1, tokenizer=tokenizer)
     return index.longest_shared_run(text, min_words=min_words, min_fraction=min_fraction, fraction_min_words=fraction_min_words)
+
+
+# ----------------------------------------------------------------------------- loops and endings
+
+
+def repeated_run(text: str, n: int = 6) -> bool:
+    """True when some run of ``n`` consecutive words (whitespace tokens, lower-cased, outer punctuation kept)
+    occurs at least twice in ``text``: the signature of a decoder stuck in a loop."""
+    if n <= 0:
+        raise ValueError(f"n must be positive, got {n}")
+    words = text.lower().split()
+    seen = set()
+    for i in range(len(words) - n + 1):
+        gram = tuple(words[i : i + n])
+        if gram in seen:
+            return True
+        seen.add(gram)
+    return False
+
+
+def continuation_health(rows: Sequence[dict], n: int = 6, confidence: float = 0.95) -> dict:
+    """Share of completions that closed the story with ``<|endoftext|>`` before the length cap (the row's
+    ``ended`` flag) and share that contain a repeated ``n``-word run (:func:`repeated_run`), each with a Wilson
+    ``confidence`` interval; ``rows`` are completion rows of :mod:`helpers.generation`."""
+    if not rows:
+        raise ValueError("no completion rows")
+    missing = [i for i, r in enumerate(rows) if "ended" not in r]
+    if missing:
+        raise ValueError(f"{len(missing)} row(s) have no 'ended' flag (completions cached by an older version)")
+    total = len(rows)
+    ended = sum(bool(r["ended"]) for r in rows)
+    loops = sum(repeated_run(r["completion"], n) for r in rows)
+    out = {"completions": total, "ended (%)": 100.0 * ended / total, "loops (%)": 100.0 * loops / total,
+           "mean words": float(np.mean([len(r["completion"].split()) for r in rows]))}
+    for key, k in (("ended", ended), ("loops", loops)):
+        lo, hi = wilson_interval(k, total, confidence)
+        out[f"{key} CI low"], out[f"{key} CI high"] = 100.0 * lo, 100.0 * hi
+    return out
+
+
+def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of a binomial proportion ``k / n`` (as fractions)."""
+    from statistics import NormalDist
+
+    if n <= 0 or not 0 <= k <= n:
+        raise ValueError(f"need 0 <= k <= n and n > 0, got k={k}, n={n}")
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)

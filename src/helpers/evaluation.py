@@ -1,4 +1,4 @@
-"""Zero-shot minimal-pair evaluation (STUDY.md §5): BLiMP, the BLiMP supplement and EWoK.
+"""Zero-shot minimal-pair evaluation (``docs/methods.md#minimal-pairs``): BLiMP, the BLiMP supplement and EWoK.
 
 Data (bundled, checksum-verified through :func:`helpers.data.read_text`):
 
@@ -26,7 +26,7 @@ and pair id, so the outcome does not depend on which other items are scored) and
   token of ``text`` masked in turn with everything else visible, [CLS]/[SEP] (and the context) never masked;
   ``reduction="sum"`` (the BabyLM 2023 pipeline, and the ``hf-mlm`` code of the 2024 lm-eval fork we could read:
   ``float(s.sum())`` of log2 probabilities, the same ranking as nats) or ``"mean"`` over the scored tokens (the
-  per-token PLL STUDY.md attributes to 2024). Always say which one a table used.
+  per-token PLL we understand the 2024 pipeline to use). Always say which one a table used.
 
 **EWoK protocol.** The 2024 pipeline's template (``lm_eval/tasks/ewok_filtered/_template_yaml``) is
 ``doc_to_text: "{{Context1}}"``, ``doc_to_choice: [Target1, Target2]``, ``doc_to_target: 0``: an item is right when
@@ -572,8 +572,31 @@ def score_items(items: Sequence[Item], scorer: Scorer, *, reduction: Literal["su
 # ============================================================================================ aggregation
 
 
-def summarise(rows: Iterable[dict] | "pd.DataFrame") -> dict[str, "pd.DataFrame"]:
-    """Accuracies (in %) from per-item rows.
+BOOTSTRAP_SAMPLES = 2000
+
+
+def paradigm_mean_interval(pairs: Sequence[int], correct: Sequence[int], confidence: float = 0.95,
+                           samples: int = BOOTSTRAP_SAMPLES, seed: int = 0) -> tuple[float, float]:
+    """Percentile interval (in %) of the mean over paradigms of their accuracies, by a seeded bootstrap over
+    items stratified by paradigm: resampling a paradigm's ``n`` items with replacement gives
+    ``Binomial(n, correct / n)`` right answers, so each replicate draws one binomial per paradigm."""
+    n = np.asarray(pairs, dtype=np.int64)
+    k = np.asarray(correct, dtype=np.int64)
+    if n.size == 0 or (n <= 0).any() or (k < 0).any() or (k > n).any():
+        raise ValueError("every paradigm needs pairs > 0 and 0 <= correct <= pairs")
+    rng = np.random.default_rng(seed)
+    draws = rng.binomial(n[None, :], (k / n)[None, :], size=(samples, n.size)) / n[None, :]
+    means = 100.0 * draws.mean(axis=1)
+    alpha = (1.0 - confidence) / 2.0
+    lo, hi = np.quantile(means, [alpha, 1.0 - alpha])
+    return float(lo), float(hi)
+
+
+def summarise(rows: Iterable[dict] | "pd.DataFrame", confidence: float = 0.95, seed: int = 0) -> dict[str, "pd.DataFrame"]:
+    """Accuracies (in %) from per-item rows, with ``confidence`` intervals of the headline accuracies
+    (:func:`paradigm_mean_interval`: a seeded bootstrap over items, stratified by paradigm; columns ``ci_low``,
+    ``ci_high``; the ``overall`` row's interval is that of the mean over tasks, every task's paradigm weighted
+    as in that mean).
 
     * ``paradigm``: task, paradigm, phenomenon, pairs, correct, ties, accuracy;
     * ``phenomenon``: task, phenomenon, paradigms, pairs, accuracy = mean of its paradigms' accuracies;
@@ -601,13 +624,25 @@ def summarise(rows: Iterable[dict] | "pd.DataFrame") -> dict[str, "pd.DataFrame"
     tasks = []
     for task, g in par.groupby("task", sort=False):
         p = phe[phe["task"] == task]
+        lo, hi = paradigm_mean_interval(g["pairs"], g["correct"], confidence, seed=seed)
         tasks.append({"task": task, "paradigms": len(g), "phenomena": len(p), "pairs": int(g["pairs"].sum()),
-                      "ties": int(g["ties"].sum()), "accuracy": float(g["accuracy"].mean()),
+                      "ties": int(g["ties"].sum()), "accuracy": float(g["accuracy"].mean()), "ci_low": lo, "ci_high": hi,
                       "accuracy_phenomena": float(p["accuracy"].mean()),
                       "accuracy_pairs": float(100.0 * g["correct"].sum() / g["pairs"].sum())})
     task_df = pd.DataFrame(tasks).sort_values("task", key=lambda s: s.map(order)).reset_index(drop=True)
     overall = {TASK_NAMES.get(t, t): a for t, a in zip(task_df["task"], task_df["accuracy"])}
+    # the average over tasks weights each paradigm by 1 / (tasks × its task's paradigms): one bootstrap per task,
+    # drawn with the same seed sequence, then averaged replicate by replicate
+    rng = np.random.default_rng(seed)
+    reps = []
+    for task, g in par.groupby("task", sort=False):
+        n, k = g["pairs"].to_numpy(), g["correct"].to_numpy()
+        reps.append(100.0 * (rng.binomial(n[None, :], (k / n)[None, :], size=(BOOTSTRAP_SAMPLES, len(n))) / n).mean(axis=1))
+    avg = np.mean(reps, axis=0)
+    alpha = (1.0 - confidence) / 2.0
     overall_df = pd.DataFrame([{**overall, "average": float(task_df["accuracy"].mean()),
+                                "average_ci_low": float(np.quantile(avg, alpha)),
+                                "average_ci_high": float(np.quantile(avg, 1.0 - alpha)),
                                 "ties": int(task_df["ties"].sum()), "pairs": int(task_df["pairs"].sum())}])
     return {"paradigm": par, "phenomenon": phe, "task": task_df, "overall": overall_df}
 

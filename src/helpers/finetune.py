@@ -1,4 +1,4 @@
-"""(Super)GLUE fine-tuning of the encoders (and, optionally, the decoders) as in BabyLM 2024 (STUDY.md §5).
+"""(Super)GLUE fine-tuning of the encoders (and, optionally, the decoders) as in BabyLM 2024 (``docs/methods.md#glue``).
 
 Tasks, inputs and labels
 ------------------------

@@ -1,4 +1,5 @@
-"""Story completion (STUDY.md §3): prompts cut from training stories, batched greedy / nucleus decoding.
+"""Story completion: prompts cut from training stories, batched greedy / nucleus decoding
+(``docs/methods.md#generation``).
 
 * **Prompts** (:func:`make_prompts`): training stories with ``min_words ≤ words ≤ max_words`` are shuffled with a
   seed and cut after a random fraction (``frac``, default 15–30 %) of their words. The prompt is the original
@@ -153,9 +154,11 @@ def generate(
     bos: bool = True,
     progress: bool = False,
     desc: str = "generate",
+    keep_eot: bool = False,
 ) -> list[list[list[int]]]:
     """Completions as token ids: ``out[i][j]`` is the j-th of ``decoding.k`` completions of prompt ``i``
-    (without the final ``<|endoftext|>``). With ``bos`` every prompt is preceded by ``<|endoftext|>``, the
+    (without the final ``<|endoftext|>``, unless ``keep_eot``: then a completion that ended by itself, rather
+    than at the length cap, ends with it). With ``bos`` every prompt is preceded by ``<|endoftext|>``, the
     context a story has in the packed training stream.
 
     ``batch_size`` counts rows (prompts × k). A batch's new tokens are limited by the model's context minus its
@@ -182,7 +185,7 @@ def generate(
         chunk = order[start : start + per_batch]
         gen = torch.Generator().manual_seed(seed * 1_000_003 + b)
         seqs = _generate_batch(model, [prompts[i] for i in chunk], decoding, eot_id,
-                               min(max_new_tokens, ctx - max(len(prompts[i]) for i in chunk)), gen, device)
+                               min(max_new_tokens, ctx - max(len(prompts[i]) for i in chunk)), gen, device, keep_eot)
         for r, i in enumerate(chunk):
             out[i] = seqs[r * k : (r + 1) * k]
         if bar is not None:
@@ -192,7 +195,8 @@ def generate(
     return out
 
 
-def _generate_batch(model, prompts, decoding: Decoding, eot_id: int, max_new: int, gen, device) -> list[list[int]]:
+def _generate_batch(model, prompts, decoding: Decoding, eot_id: int, max_new: int, gen, device,
+                    keep_eot: bool = False) -> list[list[int]]:
     k = decoding.k
     L = max(len(p) for p in prompts)
     ids = torch.full((len(prompts), L), eot_id, dtype=torch.long)
@@ -243,7 +247,7 @@ def _generate_batch(model, prompts, decoding: Decoding, eot_id: int, max_new: in
     toks = torch.stack(produced, dim=1).tolist()
     res = []
     for row in toks:
-        res.append(row[: row.index(eot_id)] if eot_id in row else row)
+        res.append(row[: row.index(eot_id) + int(keep_eot)] if eot_id in row else row)
     return res
 
 
@@ -260,24 +264,33 @@ def complete_prompts(
     seed: int = 0,
     progress: bool = False,
     desc: str = "generate",
-) -> list[list[str]]:
-    """Texts of ``decoding.k`` completions per prompt (each the decoding of the generated ids alone)."""
+    return_ended: bool = False,
+):
+    """Texts of ``decoding.k`` completions per prompt (each the decoding of the generated ids alone); with
+    ``return_ended`` also, per completion, whether it ended with ``<|endoftext|>`` before the length cap."""
     eot = tokenizer.convert_tokens_to_ids(EOT)
     ids = [tokenizer(p.prompt, add_special_tokens=False)["input_ids"] for p in prompts]
-    out = generate(model, ids, decoding, eot, max_new_tokens, batch_size, seed, progress=progress, desc=desc)
+    out = generate(model, ids, decoding, eot, max_new_tokens, batch_size, seed, progress=progress, desc=desc, keep_eot=True)
+    ended = [[bool(c) and c[-1] == eot for c in cs] for cs in out]
     # the tokenizer works in NFD; completions are brought back to NFC like the (NFC) stories they continue
-    return [[unicodedata.normalize("NFC", tokenizer.decode(c, skip_special_tokens=True, clean_up_tokenization_spaces=False))
-             for c in cs] for cs in out]
+    texts = [[unicodedata.normalize("NFC", tokenizer.decode(c[:-1] if e else c, skip_special_tokens=True,
+                                                            clean_up_tokenization_spaces=False))
+              for c, e in zip(cs, es)] for cs, es in zip(out, ended)]
+    return (texts, ended) if return_ended else texts
 
 
 def completion_rows(prompts: Sequence[Prompt], completions: Sequence[Sequence[str]], model_name: str,
-                    decoding: Decoding, seed: int) -> Iterable[dict]:
-    """JSONL rows of a generated corpus: one per completion; ``text`` = prompt + completion."""
-    for p, cs in zip(prompts, completions):
+                    decoding: Decoding, seed: int, ended: Sequence[Sequence[bool]] | None = None) -> Iterable[dict]:
+    """JSONL rows of a generated corpus: one per completion; ``text`` = prompt + completion; ``ended`` (when
+    given): the completion closed the story with ``<|endoftext|>`` before the length cap."""
+    for i, (p, cs) in enumerate(zip(prompts, completions)):
         for j, c in enumerate(cs):
-            yield {"story_id": p.story_id, "sample": j, "prompt": p.prompt, "completion": c, "text": p.prompt + c,
+            row = {"story_id": p.story_id, "sample": j, "prompt": p.prompt, "completion": c, "text": p.prompt + c,
                    "model": model_name, "decoding": decoding.name, "settings": decoding.settings(), "seed": seed,
                    "prompt_words": p.n_words, "completion_words": len(c.split())}
+            if ended is not None:
+                row["ended"] = bool(ended[i][j])
+            yield row
 
 
 def register_generated(ledger, name: str, rows: Sequence[dict], generator_corpus: str, path: str, seed: int,
@@ -341,13 +354,13 @@ def cached_completions(
     if not weights:
         raise FileNotFoundError(f"no model weights in {model_dir} (train the decoder first: notebook 02)")
     fp = fingerprint([sha256_file(w) for w in weights], [asdict(p) for p in prompts], decoding.settings(),
-                     max_new_tokens, batch_size, seed)
+                     max_new_tokens, batch_size, seed, "rows-v2")
 
     def work():
         model, tok = load_decoder(model_dir), load_tokenizer(model_dir)
-        comps = complete_prompts(model, tok, prompts, decoding, max_new_tokens, batch_size, seed, progress,
-                                 desc=f"{model_name} {decoding.name}")
-        write_jsonl(path, completion_rows(prompts, comps, model_name, decoding, seed))
+        comps, ended = complete_prompts(model, tok, prompts, decoding, max_new_tokens, batch_size, seed, progress,
+                                        desc=f"{model_name} {decoding.name}", return_ended=True)
+        write_jsonl(path, completion_rows(prompts, comps, model_name, decoding, seed, ended))
 
     run_step(f"{decoding.name} completions of {len(prompts)} prompts by {model_name}", path, fp, work, log)
     return read_jsonl(path)

@@ -1,5 +1,5 @@
-"""Interpretability of the GPT-Neo decoders (STUDY.md §6; TinyStories §interpretability, seed 002 part E,
-seed 003 §5 and Figures 20–21).
+"""Interpretability of the GPT-Neo decoders (``docs/methods.md#interpretability``; Eldan & Li 2023; Yang et al.,
+McGill report, part E; Rathod et al. 2024, §5 and Figures 20–21).
 
 **Tokens and words.** Decoder tokens are byte-level BPE pieces (a leading space is ``Ġ`` in the raw token). Every
 analysis classifies a token by the *word* it belongs to: the story is split into words and punctuation marks
@@ -18,7 +18,7 @@ English model are installed, ``make_tagger("auto")`` uses spaCy's contextual par
 :func:`distance_correlation` is the Pearson correlation between attention weight and token distance over the
 entries a head can attend to (the causal lower triangle, and for local layers only the window): the structural
 zeros above the diagonal (and outside a local window) say nothing about what the head learnt and pull the value
-towards a negative number for every head. |r| > 0.5 → "positional", otherwise "semantic" (seed 003 §5.1).
+towards a negative number for every head. |r| > 0.5 → "positional", otherwise "semantic" (Rathod et al. 2024, §5.1).
 
 **Neurons.** :func:`mlp_activations` records the true MLP activations (the output of the activation module, i.e.
 after the pre-MLP LayerNorm, ``c_fc`` and the nonlinearity) with forward hooks. :func:`top_activations` gives
@@ -527,7 +527,7 @@ def distance_correlation(att: np.ndarray, lower: bool = True, window: int | None
 
 
 def positional_label(r: float | np.ndarray, threshold: float = 0.5):
-    """``"positional"`` if |r| > threshold, else ``"semantic"`` (seed 003 §5.1); NaN r → ``"undefined"``."""
+    """``"positional"`` if |r| > threshold, else ``"semantic"`` (Rathod et al. 2024, §5.1); NaN r → ``"undefined"``."""
     r_arr = np.asarray(r, dtype=float)
     out = np.where(np.isnan(r_arr), "undefined", np.where(np.abs(r_arr) > threshold, "positional", "semantic"))
     return str(out) if out.ndim == 0 else out
@@ -1053,7 +1053,7 @@ _HTML_STYLE = ("<style>.sbn{font-family:sans-serif;font-size:13px;margin-bottom:
 
 def neuron_html(a: ModelAnalysis, layer: int, neuron: int, examples: list[dict], shares: dict[str, float] | None = None,
                 title: str | None = None, width: int = 5) -> str:
-    """One neuron's top tokens as in seed 003 Figures 20–21: each row shows the activation, the token and its
+    """One neuron's top tokens as in Rathod et al. 2024, Figures 20–21: each row shows the activation, the token and its
     context, every context token shaded by this neuron's activation on it (relative to the neuron's maximum) and
     the top token outlined."""
     vmax = max([e["activation"] for e in examples] + [1e-9])

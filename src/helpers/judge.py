@@ -1,6 +1,6 @@
-"""An LLM judge for story completions (TinyStories "GPT-Eval", STUDY.md §5).
+"""An LLM judge for story completions (TinyStories "GPT-Eval", ``docs/methods.md#gpt-eval``).
 
-Protocol (Eldan & Li 2023, TinyStories §3; the prompt is reproduced in seed 002's appendix): the judge is told that
+Protocol (Eldan & Li 2023, §3; the prompt is reproduced in the appendix of Yang et al., McGill report): the judge is told that
 a *student* was given the beginning of a story and completed it; it reads ``beginning *** completion``, first writes
 a holistic assessment of the part after ``***`` (grammar, consistency with the beginning, whether the sentence
 split by ``***`` is completed), and then, in a second turn of the same conversation, grades the completion for
@@ -59,7 +59,7 @@ KINDS = ("story", "instruct")
 AGE_GROUPS = {"A": "3 or under", "B": "4-5", "C": "6-7", "D": "8-9", "E": "10-12", "F": "13-16"}
 SCORE_RANGE = (1.0, 10.0)
 
-# The TinyStories GPT-Eval instructions (paper §3 / seed 002 appendix), with a format line appended to the grading
+# The TinyStories GPT-Eval instructions (paper §3 / McGill report appendix), with a format line appended to the grading
 # turn so that replies are machine-readable.
 ASSESS_TEMPLATE = (
     "In the following exercise, the student is given a beginning of a story. The student needs to complete it into a "
@@ -139,6 +139,10 @@ class JudgeConfigError(JudgeError):
     """The endpoint rejected the configuration (bad key, unknown model or URL): retrying cannot help."""
 
 
+class JudgeUnreachable(JudgeConfigError):
+    """Several requests in a row could not reach the endpoint (refused, unresolvable, timed out): the run stops."""
+
+
 class GradeParseError(ValueError):
     """A judge reply lacks a grade or has one out of range."""
 
@@ -167,6 +171,7 @@ class JudgeConfig:
     backoff_base: float = 1.0
     backoff_max: float = 60.0
     retry_after_max: float = 300.0
+    max_connection_failures: int = 3
 
     def __post_init__(self) -> None:
         if not isinstance(self.base_url, str) or not re.match(r"^https?://[^/\s]+", self.base_url):
@@ -182,6 +187,8 @@ class JudgeConfig:
             raise ValueError(f"max_concurrency must be >= 1, got {self.max_concurrency}")
         if int(self.max_retries) < 0:
             raise ValueError(f"max_retries must be >= 0, got {self.max_retries}")
+        if int(self.max_connection_failures) < 1:
+            raise ValueError(f"max_connection_failures must be >= 1, got {self.max_connection_failures}")
         if not float(self.timeout) > 0:
             raise ValueError(f"timeout must be > 0 seconds, got {self.timeout}")
         if not 0.0 <= float(self.temperature) <= 2.0:
@@ -421,9 +428,10 @@ class _Budget:
 
 
 class _Retryable(Exception):
-    def __init__(self, msg: str, retry_after: float | None = None):
+    def __init__(self, msg: str, retry_after: float | None = None, unreachable: bool = False):
         super().__init__(msg)
         self.retry_after = retry_after
+        self.unreachable = unreachable  # a connection error or timeout (no reply at all)
 
 
 def _retry_after(value: str | None) -> float | None:
@@ -456,6 +464,8 @@ class JudgeClient:
         self._rng = random.Random(0)
         self.requests = 0  # HTTP requests sent by this client
         self._lock = threading.Lock()
+        self._conn_failures = 0  # consecutive requests that got no reply at all
+        self._unreachable: str | None = None
 
     def __repr__(self) -> str:
         return f"JudgeClient(model={self.cfg.model!r}, endpoint={self.cfg.describe()['base_url']!r})"
@@ -503,11 +513,11 @@ class JudgeClient:
                     ) from None
                 raise JudgeError(f"judge request rejected (HTTP {e.code}): {detail}") from None
             except (socket.timeout, TimeoutError) as e:
-                raise _Retryable(f"timeout after {self.cfg.timeout}s ({type(e).__name__})") from None
+                raise _Retryable(f"timeout after {self.cfg.timeout}s ({type(e).__name__})", unreachable=True) from None
             except urllib.error.URLError as e:
-                raise _Retryable(f"connection error: {self.scrub(str(e.reason))}") from None
+                raise _Retryable(f"connection error: {self.scrub(str(e.reason))}", unreachable=True) from None
             except (ConnectionError, OSError) as e:
-                raise _Retryable(f"connection error: {self.scrub(str(e))}") from None
+                raise _Retryable(f"connection error: {self.scrub(str(e))}", unreachable=True) from None
         try:
             data = json.loads(raw.decode("utf-8"))
             content = data["choices"][0]["message"]["content"]
@@ -528,9 +538,25 @@ class JudgeClient:
         budget = budget or _Budget(self.cfg.max_retries)
         attempt = 0
         while True:
+            if self._unreachable:
+                raise JudgeUnreachable(self._unreachable)
             try:
-                return self._post(messages)
+                reply = self._post(messages)
+                with self._lock:
+                    self._conn_failures = 0
+                return reply
             except _Retryable as e:
+                with self._lock:
+                    self._conn_failures = self._conn_failures + 1 if e.unreachable else 0
+                    if self._conn_failures >= int(self.cfg.max_connection_failures) and not self._unreachable:
+                        self._unreachable = (
+                            f"judge endpoint {self.cfg.describe()['base_url']} cannot be reached: "
+                            f"{self._conn_failures} requests in a row failed (last: {e}); is the server running and "
+                            f"judge_base_url right? (timeout {self.cfg.timeout}s, set judge_timeout/judge_retries in "
+                            f"the params); items graded so far stay cached"
+                        )
+                if self._unreachable:
+                    raise JudgeUnreachable(self._unreachable) from None
                 if not budget.spend():
                     raise JudgeError(f"judge request failed after {budget.used} retries: {e}") from None
                 d = self._delay(attempt, e.retry_after)
@@ -686,6 +712,13 @@ def grade_completions(
         out.append(row)
     df = pd.DataFrame(out)
     n_failed = int((df["status"] == "failed").sum()) if len(df) else 0
+    if n_failed and n_failed == len(df):
+        errors = df["error"].dropna()
+        raise JudgeError(
+            f"judge {cfg.model} at {cfg.describe()['base_url']}: none of the {len(df)} item(s) got a usable grade "
+            f"(first error: {errors.iat[0] if len(errors) else '?'}); nothing is reported — check the judge model "
+            f"(does it follow the grading format?) and rerun: failed items are retried, graded ones stay cached"
+        )
     if n_failed:
         log.warning("judge: %d of %d items failed (scores NaN); rerun to retry them", n_failed, len(df))
     return df

@@ -1,4 +1,4 @@
-"""LTG-BERT encoders (Samuel et al. 2023; STUDY.md §4) as Hugging Face models.
+"""LTG-BERT encoders (Samuel et al. 2023; ``docs/methods.md#encoders``) as Hugging Face models.
 
 This file is **self-contained** (it imports only the standard library, ``torch`` and ``transformers``, never
 ``helpers``): :meth:`LtgBertPreTrainedModel.save_pretrained` copies it next to the weights as
@@ -719,6 +719,13 @@ def training_flops_per_token(config: LtgBertConfig, seq_len: int, predicted_shar
 def load_model(path: str | os.PathLike, task: str = "mlm", **kwargs) -> LtgBertPreTrainedModel:
     """Load a saved LTG-BERT with our classes (``task`` = ``mlm``, ``base`` or ``cls``)."""
     cls = {"mlm": LtgBertForMaskedLM, "base": LtgBertModel, "cls": LtgBertForSequenceClassification}[task]
+    # a missing local folder gets the project's "run notebook NN first" message; imported by name (not ``from .``)
+    # because this file is copied next to saved weights as remote code, where ``helpers`` does not exist
+    import importlib
+
+    project_config = importlib.import_module("helpers.config")
+    if project_config.is_local_path(path):
+        project_config.require_output(path, "encoder")
     return cls.from_pretrained(str(path), **kwargs)
 
 

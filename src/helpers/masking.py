@@ -1,4 +1,4 @@
-"""Span masking for LTG-BERT pretraining (STUDY.md §4) and the encoder's training data.
+"""Span masking for LTG-BERT pretraining (``docs/methods.md#masking``) and the encoder's training data.
 
 **Blocks.** :func:`pack_encoder_blocks` concatenates the documents' token ids into one stream (documents from
 :func:`helpers.data.encoder_segments` already close every paragraph and document with ``[PAR]``; pass

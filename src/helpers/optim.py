@@ -1,4 +1,5 @@
-"""LAMB as used to pretrain LTG-BERT (``ltgoslo/ltg-bert``, ``babylm/train/lamb.py``; STUDY.md §4).
+"""LAMB (You et al. 2020) as used to pretrain LTG-BERT (``ltgoslo/ltg-bert``, ``babylm/train/lamb.py``;
+``docs/methods.md#encoder-training``).
 
 For each parameter ``w`` with gradient ``g`` at step ``t`` (1-based)::
 

@@ -15,6 +15,7 @@ from typing import Any
 from . import __version__
 from .artifacts import atomic_path, read_json, write_json, write_text
 from .config import repo_root, reports_dir
+from .hardware import cpu_info
 
 
 def save_table(df, name: str, profile: str, index: bool = False, floatfmt: str = ".4f", caption: str | None = None) -> Path:
@@ -90,6 +91,7 @@ def write_manifest(profile: str, notebook: str, params: dict[str, Any], inputs: 
         "helpers_version": __version__,
         "python": platform.python_version(),
         "torch": torch.__version__,
+        "cpu": cpu_info(),
         "finished_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "inputs_sha256": inputs,
         **(extra or {}),

@@ -17,9 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-import yaml
-
-from .config import PROFILES, check_profile, params_file, repo_root, reports_dir
+from .config import PROFILES, ParamsError, check_params, check_profile, params_file, read_yaml, repo_root, reports_dir
 
 
 class RunnerError(RuntimeError):
@@ -36,13 +34,17 @@ def nb_id(path: Path) -> str:
 
 def select(all_nbs: list[Path], only: str | None, start: str | None) -> list[Path]:
     ids = [nb_id(p) for p in all_nbs]
-    if only:
+    if only is not None:
         wanted = [x.strip().zfill(2) if x.strip().isdigit() else x.strip() for x in only.split(",") if x.strip()]
+        if not wanted:
+            raise RunnerError(f"--only {only!r} names no notebook; give numbers such as 01,03 (available: {', '.join(ids)})")
         unknown = [w for w in wanted if w not in ids]
         if unknown:
             raise RunnerError(f"--only names unknown notebook(s) {unknown}; available: {', '.join(ids)}")
         return [p for p in all_nbs if nb_id(p) in wanted]
-    if start:
+    if start is not None:
+        if not start.strip():
+            raise RunnerError(f"--from names no notebook; available: {', '.join(ids)}")
         s = start.zfill(2) if start.isdigit() else start
         if s not in ids:
             raise RunnerError(f"--from names unknown notebook {start!r}; available: {', '.join(ids)}")
@@ -59,6 +61,87 @@ def declared_parameters(nb: Path) -> dict:
     return params
 
 
+def declared_defaults(declared: dict) -> dict:
+    """The literal default of each declared parameter (those that are not plain literals are left out)."""
+    import ast
+
+    out = {}
+    for name, info in declared.items():
+        try:
+            out[name] = ast.literal_eval(str(info.get("default")))
+        except (ValueError, SyntaxError, TypeError):
+            pass
+    return out
+
+
+class ProfileLock:
+    """``reports/<profile>/.run.lock`` holding the pid of the run that owns the profile; a second run is refused
+    with that pid, a lock left by a dead process is taken over."""
+
+    def __init__(self, profile: str):
+        self.path = reports_dir(profile) / ".run.lock"
+        self.profile = profile
+        self.held = False
+
+    def __enter__(self) -> "ProfileLock":
+        for _ in range(3):
+            try:
+                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                try:
+                    info = json.loads(self.path.read_text() or "{}")
+                except (FileNotFoundError, json.JSONDecodeError):
+                    info = {}
+                pid = info.get("pid")
+                if isinstance(pid, int) and _alive(pid):
+                    raise RunnerError(
+                        f"profile {self.profile!r} is being run by pid {pid} (started {info.get('started', '?')}, "
+                        f"lock {self.path}); wait for it to finish or stop that process"
+                    ) from None
+                print(f"run_all: taking over the stale lock {self.path} of pid {pid} (no longer running)", flush=True)
+                self.path.unlink(missing_ok=True)
+                continue
+            with os.fdopen(fd, "w") as f:
+                json.dump({"pid": os.getpid(), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, f)
+            self.held = True
+            return self
+        raise RunnerError(f"cannot take the lock {self.path}")
+
+    def __exit__(self, *exc) -> None:
+        if self.held:
+            self.path.unlink(missing_ok=True)
+            self.held = False
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _running_cell(out: Path) -> str:
+    """'cell N (first line)' of the cell an executed copy was running when the kernel died."""
+    try:
+        nb = json.loads(out.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return "an unknown cell"
+    cells = nb.get("cells", [])
+    meta = [c.get("metadata", {}).get("papermill", {}) for c in cells]
+    # papermill marks the cell it was in "running", or (after the kernel died) "completed": the last one started
+    hits = [i for i, m in enumerate(meta) if m.get("status") == "running"] or [i for i, m in enumerate(meta) if m.get("start_time")]
+    if not hits:
+        return "an unknown cell"
+    i = hits[-1]
+    src = "".join(cells[i].get("source", "")).strip().splitlines()
+    return f"cell {i}" + (f" ({src[0][:60]!r})" if src else "")
+
+
 def plan(profile: str, nbs: list[Path]) -> list[tuple[Path, dict]]:
     """Validate every notebook's params before running anything."""
     check_profile(profile)
@@ -69,12 +152,19 @@ def plan(profile: str, nbs: list[Path]) -> list[tuple[Path, dict]]:
         except (FileNotFoundError, ValueError) as e:
             errors.append(str(e))
             continue
-        with open(pf, encoding="utf-8") as f:
-            params = yaml.safe_load(f) or {}
+        try:
+            params = read_yaml(pf) or {}
+        except ParamsError as e:
+            errors.append(str(e))
+            continue
         if not isinstance(params, dict):
             errors.append(f"{pf} must hold a mapping of parameter names to values")
             continue
         declared = declared_parameters(nb)
+        try:
+            check_params(params, declared_defaults(declared), source=str(pf.relative_to(repo_root())))
+        except ParamsError as e:
+            errors += str(e).splitlines()
         unknown = sorted(set(params) - set(declared))
         if unknown:
             errors.append(
@@ -85,15 +175,23 @@ def plan(profile: str, nbs: list[Path]) -> list[tuple[Path, dict]]:
             errors.append(f"{nb.name}: the parameters cell must declare `profile`")
         out.append((nb, {**params, "profile": profile}))
     if errors:
+        if len(errors) == 1:
+            raise RunnerError(f"parameter check failed: {errors[0]}")
         raise RunnerError("parameter check failed:\n  - " + "\n  - ".join(errors))
     return out
 
 
 def run(profile: str = "cpu", only: str | None = None, start: str | None = None, log_output: bool = False) -> list[dict]:
+    todo = plan(profile, select(notebooks(), only, start))
+    with ProfileLock(profile):
+        return _run(profile, todo, log_output)
+
+
+def _run(profile: str, todo: list[tuple[Path, dict]], log_output: bool) -> list[dict]:
     import papermill as pm
+    from nbclient.exceptions import DeadKernelError
     from papermill.exceptions import PapermillExecutionError
 
-    todo = plan(profile, select(notebooks(), only, start))
     out_dir = reports_dir(profile) / "notebooks"
     timings = []
     env_root = os.environ.setdefault("STORYBENCH_ROOT", str(repo_root()))
@@ -112,6 +210,11 @@ def run(profile: str = "cpu", only: str | None = None, start: str | None = None,
                 f"notebook {nb.name} failed in cell {e.cell_index} (execution count {e.exec_count}): {e.ename}: {e.evalue}\n"
                 f"the partial executed copy is kept at {out}"
             ) from None
+        except DeadKernelError:
+            raise RunnerError(
+                f"notebook {nb.name}: the kernel died in {_running_cell(out)} (killed, or out of memory); "
+                f"the partial executed copy is kept at {out}"
+            ) from None
         dt = time.time() - t0
         timings.append({"notebook": nb.name, "seconds": round(dt, 1)})
         print(f"=== {nb.name} done in {dt / 60:.1f} min", flush=True)
@@ -124,12 +227,15 @@ def run(profile: str = "cpu", only: str | None = None, start: str | None = None,
     timing_file.write_text(json.dumps(dict(sorted(old.items())), indent=2) + "\n")
     # timings.json holds each notebook's latest run (a rerun that skips cached work shows only that); the history
     # keeps every run, so the time of a full run is not lost
+    from .hardware import cpu_info
     from .reporting import git_revision
 
     rev, when = git_revision(), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    cpu = cpu_info()
+    machine = {"cpu": cpu["model"], "cpu_flags": cpu["flags"], "cores": cpu["cores"]}
     with open(reports_dir(profile) / "timings_history.jsonl", "a", encoding="utf-8") as f:
         for t in timings:
-            f.write(json.dumps({**t, "finished": when, "revision": rev}) + "\n")
+            f.write(json.dumps({**t, "finished": when, "revision": rev, **machine}) + "\n")
     return timings
 
 
@@ -154,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(p.name)
             return 0
         timings = run(a.profile, a.only, a.start, a.log_output)
-    except (RunnerError, ValueError, FileNotFoundError) as e:
+    except (RunnerError, ValueError, FileNotFoundError, OSError) as e:
         print(f"run_all: error: {e}", file=sys.stderr)
         return 1
     total = sum(t["seconds"] for t in timings)

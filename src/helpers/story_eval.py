@@ -1,4 +1,6 @@
-"""TinyStories story evaluation (STUDY.md §5): GPT-Eval prompts, themed prompt suites, instruction following.
+"""TinyStories story evaluation: GPT-Eval prompts, themed prompt suites, instruction following.
+
+Protocols: ``docs/methods.md#gpt-eval``, ``#themed-suites`` and ``#instruct``.
 
 GPT-Eval prompts
 ----------------
@@ -8,8 +10,8 @@ GPT-Eval prompts
 than ``min_new_tokens`` of context.  Grading is :mod:`helpers.judge`; :func:`judge_config` builds its config from
 flat notebook parameters and :func:`judge_summary` averages the grades per model.
 
-Themed suites (seed 002 Table 1, seed 003 Tables 2-4)
------------------------------------------------------
+Themed suites (Yang et al., McGill report, Table 1; Rathod et al. 2024, Tables 2-4)
+----------------------------------------------------------------------------------
 Factual, reasoning and context-tracking prompts (``data/prompts/<suite>_prompts.json``) are completed greedily; the
 answer is the **first sentence** of the completion (:func:`first_sentence`).  :func:`grade_answer` applies the
 hand-written key of ``data/prompts/answer_keys.yaml`` (:func:`load_answer_keys` validates it against the prompt
@@ -23,8 +25,8 @@ files) and returns ``success`` / ``partial`` / ``fail``:
 * any ``success`` pattern -> success; else any ``partial`` pattern -> partial; else fail;
 * a ``wrong`` pattern (contradicts the context) downgrades success -> partial and partial -> fail.
 
-:func:`grade_table` grades completion rows; :func:`colour_table_html` renders them colour-coded like seed 002
-Table 1 (green = follows the prompt, yellow = flawed but on the right track, red = wrong or nonsensical).
+:func:`grade_table` grades completion rows; :func:`colour_table_html` renders them colour-coded like the McGill
+report's Table 1 (green = follows the prompt, yellow = flawed but on the right track, red = wrong or nonsensical).
 
 Instruction following (TinyStoriesInstruct)
 -------------------------------------------
@@ -452,7 +454,7 @@ def grade_summary(graded) -> Any:
 
 def colour_table_html(graded, caption: str | None = None, extra: Mapping[tuple[str, str], str] | None = None,
                       prompt_chars: int = 160) -> str:
-    """Seed 002 Table 1 as HTML: one row per prompt (with the expected answer), one column per model, each cell the
+    """Table 1 of Yang et al. (McGill report) as HTML: one row per prompt (with the expected answer), one column per model, each cell the
     model's first sentence on a green / yellow / red background (success / partial / fail); ``extra[(model, id)]``
     is appended to a cell (e.g. a judge grade)."""
     models = list(dict.fromkeys(graded["model"]))

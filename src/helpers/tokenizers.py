@@ -1,4 +1,4 @@
-"""Byte-level BPE tokenizers trained per corpus (STUDY.md §1).
+"""Byte-level BPE tokenizers trained per corpus (``docs/methods.md#tokenizers``).
 
 * NFD normalisation, digits split one by one, byte-level pre-tokenisation (no prefix space).
 * Decoder variant: specials ``[UNK] <|endoftext|>``; bos = eos = pad = ``<|endoftext|>``.
@@ -88,7 +88,10 @@ def train_tokenizer(
 
 
 def load_tokenizer(path: str | Path) -> PreTrainedTokenizerFast:
+    from .config import require_output
+
     path = Path(path)
+    require_output(path, "tokenizer")
     if not (path / "tokenizer.json").is_file():
         raise FileNotFoundError(f"no tokenizer at {path} (expected {path / 'tokenizer.json'})")
     return PreTrainedTokenizerFast.from_pretrained(str(path))

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 from .artifacts import atomic_path, read_json, write_json
+from .hardware import autocast_context, resolve_precision
 from .data import PackedBlocks, pack_blocks  # noqa: F401  (the loop's data classes; re-exported)
 
 
@@ -89,7 +90,7 @@ def cosine_schedule(step: int, total: int, warmup: int, min_ratio: float) -> flo
 
 @dataclass
 class TrainConfig:
-    """Hyper-parameters of one run (paper values in STUDY.md §2; profiles scale ``steps`` and ``batch_size``)."""
+    """Hyper-parameters of one run (paper values: ``docs/methods.md#decoders``; profiles scale steps and batch size)."""
 
     steps: int = 1000
     batch_size: int = 32  # sequences per optimizer step (global, over all processes)
@@ -107,11 +108,18 @@ class TrainConfig:
     seed: int = 42
     optimizer: str = "adamw"
     device: str = "auto"
+    precision: str = "fp32"  # "fp32", "bf16" (autocast) or "auto" (bf16 where the hardware has it, see hardware.py)
+    stop_patience: int | None = None  # stop after this many evaluations without a new best validation loss ...
+    stop_margin: float = 0.0  # ... once the latest one is at least this far above the best (nats)
 
     def __post_init__(self):
         self.betas = tuple(self.betas)
         if self.steps <= 0 or self.batch_size <= 0:
             raise ValueError("steps and batch_size must be positive")
+        if self.precision not in ("fp32", "bf16", "auto"):
+            raise ValueError(f"precision must be fp32, bf16 or auto, not {self.precision!r}")
+        if self.stop_patience is not None and self.stop_patience <= 0:
+            raise ValueError(f"stop_patience must be a positive number of evaluations or null, not {self.stop_patience}")
         if self.micro_batch is not None and (self.micro_batch <= 0 or self.batch_size % self.micro_batch):
             raise ValueError(f"micro_batch {self.micro_batch} must divide batch_size {self.batch_size}")
 
@@ -193,6 +201,7 @@ class TrainResult:
     seconds: float
     resumed_from: int | None = None
     history: list[dict] = field(default_factory=list)
+    stopped_early: int | None = None  # the step at which early stopping ended the run (None: ran all steps)
 
     @property
     def best_perplexity(self) -> float:
@@ -284,6 +293,7 @@ def train(
         raise ValueError(f"per-process batch {per_rank} is not divisible by micro_batch {micro}")
     micro = min(micro, per_rank)
     tokens_per_step = cfg.batch_size * train_data.blocks.shape[1]
+    autocast = autocast_context(resolve_precision(cfg.precision, device), device)
     bar = None
     if progress and d.main:
         from tqdm.std import tqdm  # plain text bars: readable in executed notebooks and logs
@@ -293,8 +303,9 @@ def train(
     t_start = time.time() - state["seconds"]
     window_t, window_tok = time.time(), 0
     done_here = 0
+    end = state.get("stopped_early") or total  # a run stopped early and resumed stays stopped
     try:
-        while state["step"] < total:
+        while state["step"] < end:
             step = state["step"]
             batch = train_data.batch(step, cfg.batch_size, d.rank, d.world)
             rows = len(next(iter(batch.values())))
@@ -305,8 +316,9 @@ def train(
                 n = len(next(iter(chunk.values())))
                 sync = contextlib.nullcontext() if (d.world == 1 or i == len(chunks) - 1) else wrapped.no_sync()
                 with sync:
-                    loss = loss_fn(wrapped, {k: v.to(device) for k, v in chunk.items()})
-                    (loss * n / per_rank).backward()
+                    with autocast():
+                        loss = loss_fn(wrapped, {k: v.to(device) for k, v in chunk.items()})
+                    (loss.float() * n / per_rank).backward()
                 loss_sum += float(loss.detach()) * n
             loss_val = loss_sum / per_rank
             if d.world > 1:
@@ -352,13 +364,17 @@ def train(
                         state["best_valid_loss"], state["best_step"] = vloss, s
                         _save_pretrained(model, tokenizer, best_dir, {"step": s, "valid_loss": vloss})
                 state["final_valid_loss"] = vloss
-            if s % cfg.save_every == 0 or s == total:
+                state["evals_since_best"] = 0 if state["best_step"] == s else state.get("evals_since_best", 0) + 1
+                if (cfg.stop_patience is not None and state["evals_since_best"] >= cfg.stop_patience
+                        and vloss >= state["best_valid_loss"] + cfg.stop_margin):
+                    state["stopped_early"] = end = s  # the loss has clearly passed its minimum: the best model is kept
+            if s % cfg.save_every == 0 or s == end:
                 if d.main:
                     _save_checkpoint(ckpt_dir, model, opt, sched, state, cfg, extra_state)
                 _barrier(d)
             if bar is not None:
                 bar.update(1)
-            if stop_after is not None and done_here >= stop_after and state["step"] < total:
+            if stop_after is not None and done_here >= stop_after and state["step"] < end:
                 break
     finally:
         if bar is not None:
@@ -367,12 +383,13 @@ def train(
         str(out), state["step"], state["tokens_seen"], state["best_valid_loss"], state["best_step"],
         state.get("final_valid_loss", math.nan), state["seconds"], resumed,
         read_metrics(log_path) if d.main and log_path.exists() else [],
+        state.get("stopped_early"),
     )
-    if d.main and state["step"] >= total:
+    if d.main and state["step"] >= end:
         write_json(out / "train_state.json", {**{k: v for k, v in asdict(result).items() if k != "history"},
                                               "config": asdict(cfg), "extra": extra_state or {},
                                               "train_blocks": len(train_data), "block_length": train_data.blocks.shape[1],
-                                              "epochs": train_data.epochs(total, cfg.batch_size)})
+                                              "epochs": train_data.epochs(end, cfg.batch_size)})
     return result
 
 
@@ -384,20 +401,54 @@ def _ckpt_step(ckpt_dir: Path) -> int | str:
 
 
 def _save_checkpoint(ckpt_dir: Path, model, opt, sched, state, cfg: TrainConfig, extra) -> None:
-    with atomic_path(ckpt_dir) as tmp:
-        tmp.mkdir()
-        torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
-                    "rng": _rng_state(), "state": dict(state), "config": asdict(cfg), "extra": extra or {}},
-                   tmp / "state.pt")
-        (tmp / "step.json").write_text(json.dumps({"step": state["step"]}))
+    try:
+        with atomic_path(ckpt_dir) as tmp:
+            tmp.mkdir()
+            torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
+                        "rng": _rng_state(), "state": dict(state), "config": asdict(cfg), "extra": extra or {}},
+                       tmp / "state.pt")
+            (tmp / "step.json").write_text(json.dumps({"step": state["step"]}))
+    except (OSError, RuntimeError) as e:
+        raise _save_error("checkpoint", ckpt_dir, e, "the previous checkpoint (if any) is kept") from None
+    # the run this one replaces (set aside by train_or_skip) is dropped once the new run has a checkpoint
+    marker = ckpt_dir.parent / "_replaces.json"
+    if marker.is_file():
+        try:
+            kept = Path(json.loads(marker.read_text())["kept"])
+        except (OSError, json.JSONDecodeError, KeyError):
+            kept = None
+        if kept is not None and kept.exists():
+            import shutil
+
+            shutil.rmtree(kept, ignore_errors=True)
+            print(f"[replace] {ckpt_dir.parent}: first checkpoint written (step {state['step']}); the previous run "
+                  f"kept at {kept} is removed", flush=True)
+        marker.unlink(missing_ok=True)
+
+
+def _save_error(what: str, path: Path, e: BaseException, kept: str) -> OSError:
+    """One line for a failed save (disk full, quota, unwritable folder), naming the path and the free space."""
+    import errno
+    import shutil
+
+    try:
+        free = f"{shutil.disk_usage(path.parent if path.parent.exists() else Path.cwd()).free / 2**20:,.0f} MiB free"
+    except OSError:
+        free = "free space unknown"
+    msg = " ".join(str(e).split())[:200]
+    return OSError(getattr(e, "errno", None) or errno.ENOSPC,
+                   f"cannot save the {what} to {path} ({free}; disk full?): {type(e).__name__}: {msg}; {kept}")
 
 
 def _save_pretrained(model, tokenizer, path: Path, info: dict) -> None:
-    with atomic_path(path) as tmp:
-        model.save_pretrained(tmp)
-        if tokenizer is not None:
-            tokenizer.save_pretrained(tmp)
-        (tmp / "best.json").write_text(json.dumps(info))
+    try:
+        with atomic_path(path) as tmp:
+            model.save_pretrained(tmp)
+            if tokenizer is not None:
+                tokenizer.save_pretrained(tmp)
+            (tmp / "best.json").write_text(json.dumps(info))
+    except (OSError, RuntimeError) as e:
+        raise _save_error("model", path, e, "the previous best model (if any) is kept") from None
 
 
 def _log(path: Path, row: dict) -> None:
@@ -466,38 +517,81 @@ def train_or_skip(
 ) -> TrainResult:
     """Train (or resume, or skip) one model; the best checkpoint lands in ``<out_dir>/best`` with its tokenizer.
 
-    A finished run whose ``spec``, config and token data are unchanged is skipped; a checkpoint made from other
-    inputs is discarded (said in the output) rather than resumed. ``extra`` (e.g. the words per source of an
-    encoder's mix) is stored with the run."""
+    A finished run whose ``spec``, config and token data are unchanged is skipped. A run (finished or a checkpoint)
+    made from other inputs is never deleted first: it is moved aside to ``<out_dir>.kept-<date>`` (said in the
+    output), dropped only once the new run has written its first checkpoint, and moved back if the new run fails
+    before that and the old params return. ``extra`` (e.g. the words per source of an encoder's mix) is stored with
+    the run."""
     import shutil
+    import time as _time
 
     from .artifacts import fingerprint
 
     out = Path(out_dir)
     fp = fingerprint(spec, asdict(cfg), blocks_digest(train_data), blocks_digest(valid_data), *([extra] if extra else []))
     state_file = out / "train_state.json"
+    ck = out / "checkpoint" / "state.pt"
+
+    def run_fp(folder: Path) -> str | None:  # the fingerprint of a finished run in ``folder``
+        try:
+            return read_json(folder / "train_state.json").get("extra", {}).get("fingerprint")
+        except (FileNotFoundError, json.JSONDecodeError, AttributeError):
+            return None
+
+    # a run set aside when the params changed (see below) whose params are back: restore it instead of retraining
+    if not ck.is_file() and run_fp(out) != fp:
+        for kept in sorted(out.parent.glob(f"{out.name}.kept-*"), reverse=True):
+            if run_fp(kept) == fp and (kept / "best").is_dir():
+                if out.exists():
+                    shutil.rmtree(out)  # holds no checkpoint and no finished run: the remains of a failed attempt
+                os.replace(kept, out)
+                log(f"[restore] {name}: the finished run kept at {kept} matches these params again; moved back to {out}")
+                break
     if state_file.is_file() and (out / "best").is_dir():
         st = read_json(state_file)
         if st.get("extra", {}).get("fingerprint") == fp:
             log(f"[skip] {name}: trained already with these inputs and params ({fp})")
             return TrainResult(str(out), st["steps"], st["tokens_seen"], st["best_valid_loss"], st["best_step"],
-                               st["final_valid_loss"], st["seconds"], None, read_metrics(out / "metrics.jsonl"))
-    ck = out / "checkpoint" / "state.pt"
-    if ck.is_file():
-        old = torch.load(ck, map_location="cpu", weights_only=False).get("extra", {}).get("fingerprint")
-        if old != fp:
-            log(f"[new ] {name}: the checkpoint in {out} was made from other inputs/params; starting over")
-            shutil.rmtree(out)
-        else:
-            log(f"[resume] {name} from step {_ckpt_step(out / 'checkpoint')}")
+                               st["final_valid_loss"], st["seconds"], None, read_metrics(out / "metrics.jsonl"),
+                               st.get("stopped_early"))
+    old = torch.load(ck, map_location="cpu", weights_only=False).get("extra", {}).get("fingerprint") if ck.is_file() else None
+    kept = None
+    if ck.is_file() and old == fp:
+        log(f"[resume] {name} from step {_ckpt_step(out / 'checkpoint')}")
+    elif ck.is_file() or state_file.is_file() or (out / "best").is_dir():
+        # never delete a result before its replacement exists: the old run is set aside under a dated name and
+        # dropped by _save_checkpoint once the new run has written its first checkpoint
+        kept = out.with_name(f"{out.name}.kept-{_time.strftime('%Y%m%d-%H%M%S')}")
+        for i in range(2, 1000):
+            if not kept.exists():
+                break
+            kept = out.with_name(f"{out.name}.kept-{_time.strftime('%Y%m%d-%H%M%S')}-{i}")
+        os.replace(out, kept)
+        out.mkdir(parents=True)
+        (out / "_replaces.json").write_text(json.dumps({"kept": str(kept)}))
+        what = "finished run" if state_file.name in os.listdir(kept) else f"checkpoint (step {_ckpt_step(kept / 'checkpoint')})"
+        log(f"[new ] {name}: the {what} in {out} was made from other inputs/params; it is kept as {kept} until the "
+            f"new run writes its first checkpoint (and restored if these params are put back before then)")
     elif out.exists():
-        shutil.rmtree(out)
+        marker = out / "_replaces.json"  # a run set aside earlier stays set aside until a checkpoint replaces it
+        pending = marker.read_text() if marker.is_file() else None
+        shutil.rmtree(out)  # no checkpoint, no model, no finished run: nothing to keep
+        if pending:
+            out.mkdir(parents=True)
+            (out / "_replaces.json").write_text(pending)
+            kept = Path(json.loads(pending).get("kept", ""))
     torch.manual_seed(cfg.seed)
     model = build_model()
     log(f"[run ] {name}: {len(train_data)} blocks × {train_data.blocks.shape[1]} tokens, {cfg.steps} steps of "
         f"{cfg.batch_size} ({train_data.epochs(cfg.steps, cfg.batch_size):.2f} epochs)")
-    return train(model, train_data, valid_data, out, cfg, tokenizer=tokenizer, loss_fn=loss_fn, progress=progress,
-                 extra_state={"fingerprint": fp, "name": name, "spec": spec, **(extra or {})})
+    try:
+        return train(model, train_data, valid_data, out, cfg, tokenizer=tokenizer, loss_fn=loss_fn, progress=progress,
+                     extra_state={"fingerprint": fp, "name": name, "spec": spec, **(extra or {})})
+    except TrainingDiverged as e:
+        if kept is not None and kept.exists():
+            raise TrainingDiverged(f"{e} The previous run is untouched, kept as {kept} (moved back by itself when "
+                                   f"its params are restored).") from None
+        raise
 
 
 def train_decoder(name: str, train_data: PackedBlocks, valid_data: PackedBlocks, tokenizer, spec, cfg: TrainConfig,
@@ -614,7 +708,7 @@ class EncoderRun:
 
 def encoder_documents(run_dir: str | Path, corpus: str, log: Callable[[str], None] = print) -> list[str]:
     """Normalised, sentence-segmented documents of a ledger corpus (``data/<corpus>.jsonl``), each closed by
-    ``[PAR]`` (STUDY.md §1); computed once and kept in ``encoder_data/<corpus>.jsonl``."""
+    ``[PAR]`` (``docs/methods.md#normalisation``); computed once and kept in ``encoder_data/<corpus>.jsonl``."""
     from .artifacts import fingerprint, read_jsonl, run_step, sha256_file, write_jsonl
     from .budgets import read_corpus
     from .data import encoder_segments

@@ -1,0 +1,162 @@
+"""Decoder training recipes compared on the cpu profile's data, at equal wall-clock and at equal tokens.
+
+Each recipe is notebook 02's decoder (``params/<profile>/02_decoder_training.yaml``) with some settings changed;
+it is trained on one budget (default ``tiny-1M``, built by notebook 01) into ``runs/<profile>/recipes/<name>/``
+with the project's own ``training.train_decoder`` (so a finished recipe is skipped on a rerun and the table is
+printed again from its metrics). The table gives, per recipe: the best held-out loss within each wall-clock
+budget (``--minutes``), at each token count (``--tokens``), at the end, and a greedy sample of the best
+checkpoint. Wall-clock is the training loop's own clock (validation included), measured on this machine, whose
+CPU is printed with the table: compare minutes only between rows run on the same machine with the same load.
+
+    .venv/bin/python benchmarks/recipe.py --list
+    .venv/bin/python benchmarks/recipe.py --recipes before,chosen          # train what is missing, print the table
+    .venv/bin/python benchmarks/recipe.py --recipes all --table-only       # print what is already trained
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import math
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+try:
+    import helpers  # noqa: F401
+except ImportError:  # a checkout without the editable install
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from helpers import config, training  # noqa: E402
+from helpers.decoder import load_decoder  # noqa: E402
+from helpers.hardware import cpu_info, resolve_precision  # noqa: E402
+
+# name -> (what it tests, overrides of notebook 02's params: "model", "train", "regularisation", "fixed_dropout", ...)
+RECIPES: dict[str, tuple[str, dict]] = {
+    "before": ("the cpu profile before issue #14: 300 x 16 blocks, lr 2e-3, dropout 0.2 ('epochs' rule)",
+               {"model": {"hidden": 128, "layers": 4, "heads": 4, "context": 256, "window": 128},
+                "train": {"steps": 300, "batch_size": 16, "micro_batch": 16, "lr": 2e-3, "min_lr": 2e-4, "warmup": 0.016,
+                          "grad_clip": 2.0, "eval_every": 20, "save_every": 20, "stop_patience": None, "precision": "fp32"},
+                "regularisation": "epochs"}),
+    "before-no-dropout": ("the same with dropout 0 (few passes over the data: nothing to regularise yet)",
+                          {"model": {"hidden": 128, "layers": 4, "heads": 4, "context": 256, "window": 128},
+                           "train": {"steps": 300, "batch_size": 16, "micro_batch": 16, "lr": 2e-3, "min_lr": 2e-4,
+                                     "warmup": 0.016, "grad_clip": 2.0, "eval_every": 20, "save_every": 20,
+                                     "stop_patience": None, "precision": "fp32"},
+                           "regularisation": "fixed", "fixed_dropout": 0.0, "fixed_weight_decay": 0.1}),
+    "lr3e-3-600x16": ("dropout 0, lr 3e-3, 600 x 16 (2.5M tokens)",
+                      {"train": {"steps": 600, "batch_size": 16, "micro_batch": 16, "lr": 3e-3, "min_lr": 3e-4,
+                                 "stop_patience": None, "eval_every": 100, "save_every": 100, "precision": "fp32"},
+                       "regularisation": "fixed", "fixed_dropout": 0.0}),
+    "lr6e-3-600x16": ("dropout 0, lr 6e-3, 600 x 16",
+                      {"train": {"steps": 600, "batch_size": 16, "micro_batch": 16, "lr": 6e-3, "min_lr": 6e-4,
+                                 "stop_patience": None, "eval_every": 100, "save_every": 100, "precision": "fp32"},
+                       "regularisation": "fixed", "fixed_dropout": 0.0}),
+    "h256-bf16-600x16": ("hidden 256 in bf16 autocast, lr 2e-3, 600 x 16 (where the CPU has native bf16)",
+                         {"model": {"hidden": 256}, "train": {"steps": 600, "batch_size": 16, "micro_batch": 16,
+                                                              "lr": 2e-3, "min_lr": 2e-4, "stop_patience": None,
+                                                              "eval_every": 100, "save_every": 100, "precision": "bf16"},
+                          "regularisation": "fixed", "fixed_dropout": 0.0}),
+    "lr3e-3-2000x16": ("dropout 0, lr 3e-3, 2000 x 16 (8.2M tokens)",
+                       {"train": {"steps": 2000, "batch_size": 16, "micro_batch": 16, "lr": 3e-3, "min_lr": 3e-4,
+                                  "stop_patience": None, "eval_every": 100, "save_every": 100, "precision": "fp32"},
+                        "regularisation": "fixed", "fixed_dropout": 0.0}),
+    "chosen": ("the cpu profile's recipe (params/cpu/02_decoder_training.yaml as it is)", {}),
+}
+
+
+def merged_params(profile: str, overrides: dict) -> dict:
+    """Notebook 02's params with ``overrides`` (``model`` and ``train`` are merged key by key)."""
+    p = copy.deepcopy(config.load_params(profile, "02"))
+    for key, value in overrides.items():
+        if key in ("model", "train") and value is not None:
+            p[key] = {**p[key], **value}
+        else:
+            p[key] = value
+    return p
+
+
+def run_recipe(profile: str, budget: str, name: str, overrides: dict, train_missing: bool = True):
+    p = merged_params(profile, overrides)
+    runs = training.plan_decoders(config.run_dir(profile), [budget], p["model"], p["train"], p.get("regularisation", "words"),
+                                  p.get("word_scale", 1.0), p.get("fixed_dropout", 0.1), p.get("fixed_weight_decay", 0.1),
+                                  p.get("valid_blocks"))
+    r = runs[budget]
+    out = config.run_dir(profile) / "recipes" / name
+    if not train_missing and not (out / "train_state.json").is_file():
+        return None, r
+    res = training.train_decoder(f"{name} ({budget})", r.train_data, r.valid_data, r.tokenizer, r.spec, r.cfg, out)
+    return res, r
+
+
+def best_within(history: list[dict], key: str, limit: float) -> float:
+    vals = [h["loss"] for h in history if h["split"] == "valid" and h[key] <= limit * (1 + 1e-9)]
+    return min(vals) if vals else math.nan
+
+
+def greedy_sample(model_dir: Path, tokenizer, prompt: str, tokens: int = 40) -> str:
+    model = load_decoder(model_dir).eval()
+    ids = tokenizer(prompt, return_tensors="pt").input_ids
+    with torch.no_grad():
+        out = model.generate(ids, max_new_tokens=tokens, do_sample=False, pad_token_id=tokenizer.pad_token_id)
+    return tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True).replace("\n", " ")
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--profile", default="cpu")
+    ap.add_argument("--budget", default="tiny-1M")
+    ap.add_argument("--recipes", default="before,chosen", help="comma-separated names, or 'all'")
+    ap.add_argument("--minutes", default="2,4,6,8,12", help="wall-clock budgets of the table (minutes)")
+    ap.add_argument("--tokens", default="1.2,2.5,5,8", help="token budgets of the table (millions)")
+    ap.add_argument("--table-only", action="store_true", help="print the recipes already trained; train nothing")
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (0: all cores)")
+    ap.add_argument("--list", action="store_true")
+    a = ap.parse_args(argv)
+    if a.list:
+        for name, (what, _) in RECIPES.items():
+            print(f"{name:<20} {what}")
+        return
+    names = list(RECIPES) if a.recipes == "all" else a.recipes.split(",")
+    unknown = [n for n in names if n not in RECIPES]
+    if unknown:
+        raise SystemExit(f"unknown recipe(s) {unknown}; --list shows them")
+    config.set_threads(a.threads or None)
+    minutes = [float(m) for m in a.minutes.split(",")]
+    tokens = [float(t) * 1e6 for t in a.tokens.split(",")]
+    cpu = cpu_info()
+    prompt = config.load_params(a.profile, "02").get("sample_prompt", "Once upon a time")
+    rows = []
+    for name in names:
+        t0 = time.time()
+        res, r = run_recipe(a.profile, a.budget, name, RECIPES[name][1], train_missing=not a.table_only)
+        if res is None:
+            continue
+        h = res.history
+        row = {"recipe": name, "shape": f"h{r.spec.hidden} L{r.spec.layers} H{r.spec.heads} ctx{r.spec.context}",
+               "steps x batch": f"{res.steps}x{r.cfg.batch_size}", "lr": r.cfg.lr, "dropout": r.spec.dropout,
+               "precision": resolve_precision(r.cfg.precision), "tokens (M)": res.tokens_seen / 1e6,
+               "minutes": res.seconds / 60, "best loss": res.best_valid_loss,
+               **{f"<= {m:g} min": best_within(h, "seconds", m * 60) for m in minutes},
+               **{f"<= {t / 1e6:g}M tok": best_within(h, "tokens", t) for t in tokens},
+               "sample": greedy_sample(Path(res.out_dir) / "best", r.tokenizer, prompt)[:90]}
+        rows.append(row)
+        print(f"[{name}] done in {(time.time() - t0) / 60:.1f} min", flush=True)
+    if not rows:
+        raise SystemExit("nothing trained yet for these recipes (run without --table-only)")
+    import pandas as pd
+
+    print(f"\nbudget {a.budget}, profile {a.profile}; CPU: {cpu['model']} ({', '.join(cpu['flags'])}), "
+          f"{torch.get_num_threads()} torch threads; held-out loss in nats/token (4,096-token vocabulary); "
+          "'<= T' columns: best validation loss reached within T minutes / tokens (NaN: not reached)")
+    df = pd.DataFrame(rows)
+    with pd.option_context("display.width", 250, "display.max_columns", 40, "display.max_colwidth", 90):
+        print(df.drop(columns=["sample"]).round(3).to_string(index=False))
+        print()
+        for row in rows:
+            print(f"{row['recipe']:<20} {prompt} {row['sample']}")
+
+
+if __name__ == "__main__":
+    main()

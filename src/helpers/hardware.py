@@ -1,0 +1,80 @@
+"""What the machine offers, and the numeric precision training uses on it.
+
+* :func:`cpu_info`: the CPU model and the instruction-set flags that matter here (AVX2, AVX-512, AVX512-BF16,
+  AMX), recorded in every report's manifest and timing so a number is never separated from the machine.
+* :func:`native_bf16`: whether bfloat16 matmuls run natively (AMX or AVX512-BF16 on a CPU, any recent GPU).
+  Without it PyTorch emulates bf16 and training gets *slower*, so ``precision: auto`` falls back to fp32.
+* :func:`autocast_context`: ``torch.autocast`` to bf16 for the forward pass (weights, optimizer state and the
+  loss's log-softmax stay fp32), or a no-op.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import platform
+from typing import Callable
+
+import torch
+
+_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "avx512_vnni")
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_info() -> dict:
+    """``{"model": ..., "flags": [...], "cores": n, "torch_capability": ...}`` from ``/proc/cpuinfo`` where it
+    exists (Linux), else from :mod:`platform`."""
+    model, flags = platform.processor() or platform.machine(), set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key == "model name" and model in ("", platform.machine(), platform.processor()):
+                    model = value.strip()
+                elif key in ("flags", "Features"):
+                    flags |= set(value.split())
+    except OSError:
+        pass
+    try:
+        capability = torch.backends.cpu.get_cpu_capability()
+    except AttributeError:  # older torch
+        capability = None
+    return {"model": model, "flags": [f for f in _FLAGS if f in flags], "cores": os.cpu_count(),
+            "torch_capability": capability}
+
+
+def native_bf16(device: torch.device | str = "cpu") -> bool:
+    """True when bf16 matmuls run natively on ``device`` (CPU: AMX or AVX512-BF16 and oneDNN says so)."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    if device.type != "cpu":
+        return False
+    flags = set(cpu_info()["flags"])
+    if not flags & {"avx512_bf16", "amx_bf16"}:
+        return False
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
+
+
+def resolve_precision(precision: str, device: torch.device | str = "cpu") -> str:
+    """``"fp32"`` or ``"bf16"``: ``auto`` picks bf16 only where it is native; an explicit ``bf16`` on hardware
+    without it is honoured (emulated, slow) since the user asked for it."""
+    if precision not in ("fp32", "bf16", "auto"):
+        raise ValueError(f"precision must be fp32, bf16 or auto, not {precision!r}")
+    if precision == "auto":
+        return "bf16" if native_bf16(device) else "fp32"
+    return precision
+
+
+def autocast_context(precision: str, device: torch.device | str = "cpu") -> Callable[[], contextlib.AbstractContextManager]:
+    """A factory of context managers: bf16 autocast on ``device`` for ``"bf16"``, nothing for ``"fp32"``."""
+    device = torch.device(device)
+    if precision == "bf16":
+        return lambda: torch.autocast(device.type, dtype=torch.bfloat16)
+    if precision == "fp32":
+        return contextlib.nullcontext
+    raise ValueError(f"precision must be resolved to fp32 or bf16, not {precision!r}")

@@ -1,0 +1,40 @@
+"""The machine description and the precision choice (helpers.hardware)."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from helpers import hardware
+
+
+def test_cpu_info_names_the_cpu_and_its_flags():
+    info = hardware.cpu_info()
+    assert isinstance(info["model"], str) and info["model"]
+    assert set(info["flags"]) <= set(hardware._FLAGS)
+    assert info["cores"] >= 1
+
+
+def test_auto_precision_follows_native_bf16(monkeypatch):
+    monkeypatch.setattr(hardware, "native_bf16", lambda device="cpu": False)
+    assert hardware.resolve_precision("auto") == "fp32"
+    monkeypatch.setattr(hardware, "native_bf16", lambda device="cpu": True)
+    assert hardware.resolve_precision("auto") == "bf16"
+    assert hardware.resolve_precision("fp32") == "fp32" and hardware.resolve_precision("bf16") == "bf16"
+    with pytest.raises(ValueError, match="precision"):
+        hardware.resolve_precision("fp16")
+
+
+def test_native_bf16_needs_the_cpu_flag(monkeypatch):
+    monkeypatch.setattr(hardware, "cpu_info", lambda: {"model": "x", "flags": ["avx2"], "cores": 2})
+    assert hardware.native_bf16("cpu") is False
+
+
+def test_autocast_context():
+    lin = torch.nn.Linear(8, 8)
+    x = torch.randn(2, 8)
+    with hardware.autocast_context("fp32")():
+        assert lin(x).dtype == torch.float32
+    with hardware.autocast_context("bf16")():
+        assert lin(x).dtype == torch.bfloat16
+    with pytest.raises(ValueError):
+        hardware.autocast_context("auto")
