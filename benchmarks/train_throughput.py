@@ -11,7 +11,8 @@ fp32 matmul peak is measured in the same process (square 2048 matmuls) to put th
 (``decoder.flops_per_token`` × tokens/s) in context.
 
     .venv/bin/python benchmarks/train_throughput.py                  # the issue's config
-    .venv/bin/python benchmarks/train_throughput.py --config cpu     # the cpu profile's decoder
+    .venv/bin/python benchmarks/train_throughput.py --config cpu     # the cpu profile's decoder (+ bf16 where native)
+    .venv/bin/python benchmarks/train_throughput.py --config cpu-h256
     .venv/bin/python benchmarks/train_throughput.py --profile        # + torch.profiler table of our path
 """
 from __future__ import annotations
@@ -34,15 +35,22 @@ except ImportError:  # a checkout without the editable install
 import transformers  # noqa: E402
 
 from helpers.decoder import build_decoder, count_parameters, enable_fast_attention, flops_per_token  # noqa: E402
+from helpers.hardware import autocast_context, cpu_info, native_bf16  # noqa: E402
 from helpers.training import lm_loss, param_groups  # noqa: E402
 from _common import matmul_peak
 
 CONFIGS = {
     # the issue's: hidden 128, 4 layers, 16 heads, vocab 16,384, seq 512, batch 8 (window: the paper's 256)
     "issue": dict(spec=dict(hidden=128, layers=4, heads=16, context=512, window=256, vocab_size=16_384), seq=512, batch=8, dropout=0.1),
-    # the cpu profile's decoder (dropout 0.2: what the profile's "epochs" regularisation gives it)
+    # the cpu profile's decoder before issue #14 (dropout 0.2: what the old "epochs" regularisation gave it)
+    "cpu-before": dict(spec=dict(hidden=128, layers=4, heads=4, context=256, window=128, vocab_size=4096), seq=256,
+                       batch=16, dropout=0.2),
+    # the cpu profile's decoder now (no dropout)
     "cpu": dict(spec=dict(hidden=128, layers=4, heads=4, context=256, window=128, vocab_size=4096), seq=256, batch=16,
-                dropout=0.2),
+                dropout=0.0),
+    # a 2x wider decoder at the cpu profile's other settings (where bf16 pays more)
+    "cpu-h256": dict(spec=dict(hidden=256, layers=4, heads=4, context=256, window=128, vocab_size=4096), seq=256,
+                     batch=16, dropout=0.0),
 }
 
 
@@ -51,14 +59,16 @@ def hf_loss(model, batch: dict) -> torch.Tensor:
     return model(input_ids=batch["input_ids"], labels=batch["input_ids"]).loss
 
 
-def make_step(model, batch: torch.Tensor, loss_fn=hf_loss, lr: float = 5e-4):
+def make_step(model, batch: torch.Tensor, loss_fn=hf_loss, lr: float = 5e-4, precision: str = "fp32"):
     opt = torch.optim.AdamW(param_groups(model, 0.1), lr=lr, betas=(0.9, 0.95), eps=1e-8)
     model.train()
+    autocast = autocast_context(precision, "cpu")
 
     def step() -> float:
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model, {"input_ids": batch})
-        loss.backward()
+        with autocast():  # what helpers.training.train does for precision bf16
+            loss = loss_fn(model, {"input_ids": batch})
+        loss.float().backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 2.0)
         opt.step()
         return float(loss.detach())
@@ -78,9 +88,10 @@ def main(argv=None) -> None:
     ap.add_argument("--repeats", type=int, default=5, help="timed steps per path (median reported)")
     ap.add_argument("--warmup", type=int, default=2, help="untimed steps per path first")
     ap.add_argument("--dropout", type=float, default=None,
-                    help="embedding/attention/residual dropout (default: the config's, 0.1 issue / 0.2 cpu)")
+                    help="embedding/attention/residual dropout (default: the config's, 0.1 issue, 0.2 cpu-before, 0 cpu)")
     ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     ap.add_argument("--profile", action="store_true", help="print a torch.profiler table of our path's steps")
+    ap.add_argument("--no-bf16", action="store_true", help="skip the bf16 autocast path even where the CPU has native bf16")
     ap.add_argument("--profile-steps", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args(argv)
@@ -109,12 +120,16 @@ def main(argv=None) -> None:
     print(f"config {a.config}: hidden {spec['hidden']}, layers {spec['layers']}, heads {spec['heads']}, "
           f"vocab {spec['vocab_size']}, seq {seq}, window {spec['window']}, batch {bsz}, dropout {a.dropout}; "
           f"{count_parameters(eager) / 1e6:.2f}M parameters")
+    cpu = cpu_info()
     print(f"torch {torch.__version__}, transformers {transformers.__version__}, python {platform.python_version()}, "
-          f"threads {torch.get_num_threads()}, {platform.machine()}")
+          f"threads {torch.get_num_threads()}, {platform.machine()}; CPU {cpu['model']} ({', '.join(cpu['flags'])})")
     print(f"eval loss on the batch: eager {l_e:.6f}, fast {l_f:.6f} (|diff| {abs(l_e - l_f):.2e})")
     peak_before = matmul_peak()
 
     steps = {"HF eager (baseline)": make_step(eager, batch), "fast path (ours)": make_step(fast, batch, lm_loss)}
+    bf16 = native_bf16("cpu") and not a.no_bf16
+    if bf16:  # the precision the cpu profile's "auto" picks on this CPU
+        steps["fast path + bf16"] = make_step(copy.deepcopy(fast), batch, lm_loss, precision="bf16")
     for name, step in steps.items():
         for _ in range(a.warmup):
             step()
@@ -142,6 +157,10 @@ def main(argv=None) -> None:
     base, ours = tps["HF eager (baseline)"], tps["fast path (ours)"]
     print("-" * len(header))
     print(f"ratio fast/eager (tokens/s, medians): {ours / base:.2f}×")
+    if "fast path + bf16" in tps:
+        print(f"ratio fast bf16/fast fp32: {tps['fast path + bf16'] / ours:.2f}×; bf16/eager: {tps['fast path + bf16'] / base:.2f}×")
+    else:
+        print("bf16 path not timed: " + ("--no-bf16" if a.no_bf16 else "this CPU has no native bf16 (fp32 is what precision: auto uses here)"))
     spread = max(max(ts) / min(ts) for ts in times.values())
     if spread > 1.3 or peak_after < 0.8 * peak_before:
         print(f"note: noisy machine (max/min step time up to {spread:.2f}×, matmul peak {peak_before:.1f} → "

@@ -497,3 +497,17 @@ def test_config_carries_token_ids_and_dropout():
     assert (cfg.bos_token_id, cfg.eos_token_id, cfg.pad_token_id) == (1, 1, 1)
     assert cfg.embed_dropout == cfg.attention_dropout == cfg.resid_dropout == 0.4
     assert cfg.max_position_embeddings == SPEC["context"] and cfg.window_size == WINDOW
+
+
+def test_training_path_runs_under_bf16_autocast_with_dropout():
+    """The blocked dropout attention masks its scores with the score dtype's minimum (fp32's overflows bf16)."""
+    from helpers.decoder import build_decoder
+    from helpers.hardware import autocast_context
+
+    spec = dict(hidden=32, layers=2, heads=4, context=64, window=16, vocab_size=97, dropout=0.1)
+    model = build_decoder(spec, seed=0).train()
+    ids = torch.randint(0, 97, (2, 64), generator=torch.Generator().manual_seed(0))
+    with autocast_context("bf16", "cpu")():
+        loss = model(input_ids=ids, labels=ids, use_cache=False).loss
+    loss.float().backward()
+    assert torch.isfinite(loss) and all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)

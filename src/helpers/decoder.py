@@ -289,7 +289,7 @@ def _blocked_attention_with_dropout(query, key, value, allowed, attention_mask, 
         seen = cols[rows_allowed[s0:s1].any(0)]
         k0, k1 = (int(seen[0]), int(seen[-1]) + 1) if len(seen) else (0, 1)
         w = torch.matmul(query[..., s0:s1, :], key[..., k0:k1, :].transpose(-1, -2))
-        w.masked_fill_(~allowed[..., s0:s1, k0:k1], torch.finfo(torch.float32).min)
+        w.masked_fill_(~allowed[..., s0:s1, k0:k1], torch.finfo(w.dtype).min)  # w is bf16 under autocast
         if attention_mask is not None:
             m = attention_mask[..., s0:s1, :] if attention_mask.size(-2) > 1 else attention_mask
             w = w + m[..., k0:k1]
