@@ -33,6 +33,12 @@ setup() {
     touch "$stamp"
     echo "run_all: set-up took $((SECONDS - t0)) s" >&2
   fi
+  # the project's Jupyter kernel, kept inside the venv (--sys-prefix): JupyterLab users pick "Python (storybench)",
+  # the runner uses it when present
+  if [ ! -f "$VENV/share/jupyter/kernels/storybench/kernel.json" ]; then
+    "$VENV/bin/python" -m ipykernel install --sys-prefix --name storybench --display-name "Python (storybench)" >/dev/null \
+      || echo "run_all: could not register the storybench Jupyter kernel; the notebooks' own kernel is used" >&2
+  fi
 }
 
 case "${1:-}" in

@@ -5,3 +5,7 @@ Data flows one way:
     -> generation -> diversity -> evaluation/finetune/judge -> interpret -> reporting
 """
 __version__ = "0.1.0"
+
+from .progress import silence_headless_warnings as _silence
+
+_silence()  # under the runner: no "IProgress not found" warning in executed notebooks

@@ -17,6 +17,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
+from .config import shown_path
+
 STAMP = "_step.json"
 
 
@@ -171,22 +173,22 @@ def step_problem(out: str | os.PathLike, fp: str) -> str | None:
     if outputs is None:  # a stamp from before outputs were recorded: no output may be newer than it
         newest = max((v[1] for v in _files(out).values()), default=0)
         if not out.exists():
-            return f"its output {out} is missing"
+            return f"its output {shown_path(out)} is missing"
         if newest > stamp.stat().st_mtime_ns:
-            return f"an output under {out} changed after the step was stamped"
+            return f"an output under {shown_path(out)} changed after the step was stamped"
         return None
     base = _output_base(out)
     for rel, rec in outputs.items():
         f = base / rel
         if not f.is_file():
-            return f"its output {f} is missing"
+            return f"its output {shown_path(f)} is missing"
         if rec.get("sha256") is None:  # a file later steps update (e.g. the ledger): it must only exist
             continue
         size = f.stat().st_size
         if size != rec.get("size"):
-            return f"its output {f} has {size:,} bytes, stamped with {rec.get('size'):,} (truncated or edited)"
+            return f"its output {shown_path(f)} has {size:,} bytes, stamped with {rec.get('size'):,} (truncated or edited)"
         if sha256_file(f) != rec["sha256"]:
-            return f"its output {f} was edited since it was stamped (SHA-256 differs)"
+            return f"its output {shown_path(f)} was edited since it was stamped (SHA-256 differs)"
     return None
 
 

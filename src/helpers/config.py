@@ -31,6 +31,28 @@ def repo_root() -> Path:
     )
 
 
+def shown_path(path: str | os.PathLike) -> str:
+    """``path`` as a reader of a report should see it: relative to the repository (``runs/cpu/...``), or to the
+    runs/reports folder set by ``$STORYBENCH_RUNS``/``$STORYBENCH_REPORTS``; never this machine's absolute path."""
+    p = Path(path)
+    if not p.is_absolute():
+        return p.as_posix()
+    p = p.resolve()
+    roots = []
+    for env, name in (("STORYBENCH_RUNS", "runs"), ("STORYBENCH_REPORTS", "reports")):
+        if os.environ.get(env):
+            roots.append((Path(os.environ[env]).resolve(), name))
+    try:
+        roots.append((repo_root(), ""))
+    except FileNotFoundError:
+        pass
+    for root, name in roots:
+        if p.is_relative_to(root):
+            rel = p.relative_to(root).as_posix()
+            return f"{name}/{rel}" if name else (rel or ".")
+    return f".../{p.name}"
+
+
 def check_profile(profile: str) -> str:
     if profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}; choose one of {', '.join(PROFILES)}")

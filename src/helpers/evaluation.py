@@ -297,9 +297,9 @@ def _bar(total: int, desc: str, progress: bool | Any):
         return None
     if progress is not True:  # a bar handed in by the caller
         return progress
-    from tqdm.std import tqdm  # plain text bars: readable in executed notebooks and logs
+    from .progress import progress as progress_bar
 
-    return tqdm(total=total, desc=desc, unit="seq", mininterval=10, dynamic_ncols=True)
+    return progress_bar(total=total, desc=desc, unit="seq")
 
 
 # ============================================================================================ causal LMs

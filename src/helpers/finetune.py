@@ -626,8 +626,7 @@ def fit(model, tokenizer, train: Sequence[Example], dev: Sequence[Example], cfg:
     """Fine-tune ``model`` on ``train``; after every epoch score ``dev`` with ``metric`` and keep the best epoch's
     weights (restored into ``model`` at the end). Sees only ``train`` and ``dev``: the reported split is never an
     argument here."""
-    from tqdm.auto import tqdm
-
+    from .progress import progress as progress_bar
     from .training import param_groups
 
     if not train or not dev:
@@ -650,8 +649,8 @@ def fit(model, tokenizer, train: Sequence[Example], dev: Sequence[Example], cfg:
         model.train()
         order = torch.randperm(len(train), generator=gen).tolist()
         total_loss, n_seen = 0.0, 0
-        bar = tqdm(range(steps_per_epoch), desc=f"{desc} epoch {epoch}/{cfg.epochs}", disable=not progress,
-                   leave=False)
+        bar = progress_bar(range(steps_per_epoch), desc=f"{desc} epoch {epoch}/{cfg.epochs}", unit="step",
+                           disable=not progress, leave=False)
         for b in bar:
             idx = order[b * cfg.batch_size : (b + 1) * cfg.batch_size]
             x, m = pad_batch([train_ids[i] for i in idx], pad_id)

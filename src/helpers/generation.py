@@ -178,9 +178,9 @@ def generate(
     out: list[list[list[int]]] = [[] for _ in prompts]
     bar = None
     if progress:
-        from tqdm.std import tqdm
+        from .progress import progress as progress_bar
 
-        bar = tqdm(total=len(prompts) * k, desc=desc, unit="story", mininterval=10)
+        bar = progress_bar(total=len(prompts) * k, desc=desc, unit="story")
     for b, start in enumerate(range(0, len(order), per_batch)):
         chunk = order[start : start + per_batch]
         gen = torch.Generator().manual_seed(seed * 1_000_003 + b)

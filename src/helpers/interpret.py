@@ -41,6 +41,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from .artifacts import atomic_path, fingerprint, read_json, run_step, sha256_file, write_json
+from .config import shown_path
 
 CACHE_VERSION = 1
 LEXICON = "lexicon/blimp_vocabulary.csv.gz"
@@ -815,7 +816,7 @@ def _compute(model, stories: list[StoryTokens], layers: list[int], out: Path, lo
                     np.zeros((0, model.config.intermediate_size), np.float16))
         write_json(tmp / "info.json", {"stories": S, "tokens": base, "layers": layers, "layer_types": types,
                                        "window": window})
-    log(f"  {S} stories, {base:,} tokens, {len(layers)} layers of MLP activations cached in {out}")
+    log(f"  {S} stories, {base:,} tokens, {len(layers)} layers of MLP activations cached in {shown_path(out)}")
 
 
 def analyse_model(path: str | Path, texts: Sequence[str], max_tokens: int, layers: Sequence[int] | None = None,

@@ -661,7 +661,8 @@ def grade_completions(
     (401/403/404) aborts the run; items graded so far stay cached.
     """
     import pandas as pd
-    from tqdm.auto import tqdm
+
+    from .progress import progress as progress_bar
 
     if cfg is None and client is None:
         raise ValueError("no judge endpoint is configured (JudgeConfig is None); skip judge scores rather than inventing them")
@@ -690,7 +691,8 @@ def grade_completions(
     with ThreadPoolExecutor(max_workers=int(cfg.max_concurrency)) as pool:
         futures = {pool.submit(work, pc): pc for pc in unique}
         try:
-            for fut in tqdm(as_completed(futures), total=len(futures), desc=f"judge {cfg.model}", disable=not progress):
+            for fut in progress_bar(as_completed(futures), total=len(futures), desc=f"judge {cfg.model}", unit="item",
+                                    disable=not progress):
                 results[futures[fut]] = fut.result()
         except JudgeConfigError:
             for f in futures:

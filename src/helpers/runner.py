@@ -187,6 +187,63 @@ def run(profile: str = "cpu", only: str | None = None, start: str | None = None,
         return _run(profile, todo, log_output)
 
 
+KERNEL_NAME = "storybench"  # registered by ./run_all.sh's set-up (ipykernel install --sys-prefix)
+
+
+def kernel_name() -> str | None:
+    """``storybench`` when that Jupyter kernel is installed (found on the venv's Jupyter path), else None: papermill
+    then uses the notebook's own kernelspec."""
+    try:
+        from jupyter_client.kernelspec import KernelSpecManager
+
+        return KERNEL_NAME if KERNEL_NAME in KernelSpecManager().find_kernel_specs() else None
+    except Exception:  # noqa: BLE001 - no jupyter_client, unreadable kernel folders: use the notebook's kernel
+        return None
+
+
+def headless_environment() -> None:
+    """Set before papermill starts a kernel (which inherits the environment): helpers.progress draws plain, rare
+    bars; Hugging Face libraries draw none."""
+    os.environ["STORYBENCH_HEADLESS"] = "1"
+    for var in ("HF_DATASETS_DISABLE_PROGRESS_BARS", "HF_HUB_DISABLE_PROGRESS_BARS"):
+        os.environ.setdefault(var, "1")
+
+
+_CR = __import__("re").compile(r"[^\n]*\r(?=[^\n])")
+
+
+def clean_streams(path: Path) -> None:
+    """Collapse carriage-return redraws in the stream outputs of an executed notebook (what a terminal would show
+    at the end), merging consecutive outputs of the same stream first."""
+    try:
+        nb = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return
+    changed = False
+    for cell in nb.get("cells", []):
+        outs, new = cell.get("outputs") or [], []
+        for o in outs:
+            if o.get("output_type") == "stream":
+                text = o.get("text", "")
+                text = "".join(text) if isinstance(text, list) else text
+                if new and new[-1].get("output_type") == "stream" and new[-1].get("name") == o.get("name"):
+                    new[-1]["text"] += text
+                    changed = True
+                    continue
+                o = {**o, "text": text}
+            new.append(o)
+        for o in new:
+            if o.get("output_type") == "stream" and "\r" in o["text"]:
+                o["text"] = _CR.sub("", o["text"]).replace("\r\n", "\n").replace("\r", "")
+                changed = True
+        if outs:
+            cell["outputs"] = new
+    if changed:
+        from .artifacts import write_text
+
+        write_text(path, json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+
+
 def _run(profile: str, todo: list[tuple[Path, dict]], log_output: bool) -> list[dict]:
     import papermill as pm
     from nbclient.exceptions import DeadKernelError
@@ -195,6 +252,8 @@ def _run(profile: str, todo: list[tuple[Path, dict]], log_output: bool) -> list[
     out_dir = reports_dir(profile) / "notebooks"
     timings = []
     env_root = os.environ.setdefault("STORYBENCH_ROOT", str(repo_root()))
+    headless_environment()
+    kernel = kernel_name()
     print(f"storybench: profile {profile}, {len(todo)} notebook(s): {', '.join(p.name for p, _ in todo)}", flush=True)
     for nb, params in todo:
         out = out_dir / nb.name
@@ -202,7 +261,7 @@ def _run(profile: str, todo: list[tuple[Path, dict]], log_output: bool) -> list[
         print(f"\n=== {nb.name} ({profile}) -> {_short(out)}", flush=True)
         try:
             pm.execute_notebook(
-                str(nb), str(out), parameters=params, kernel_name="python3", cwd=str(Path(env_root) / "notebooks"),
+                str(nb), str(out), parameters=params, kernel_name=kernel, cwd=str(Path(env_root) / "notebooks"),
                 progress_bar=False, log_output=log_output, request_save_on_cell_execute=True,
             )
         except PapermillExecutionError as e:
@@ -215,6 +274,7 @@ def _run(profile: str, todo: list[tuple[Path, dict]], log_output: bool) -> list[
                 f"notebook {nb.name}: the kernel died in {_running_cell(out)} (killed, or out of memory); "
                 f"the partial executed copy is kept at {out}"
             ) from None
+        clean_streams(out)
         dt = time.time() - t0
         timings.append({"notebook": nb.name, "seconds": round(dt, 1)})
         print(f"=== {nb.name} done in {dt / 60:.1f} min", flush=True)
@@ -228,7 +288,9 @@ def _run(profile: str, todo: list[tuple[Path, dict]], log_output: bool) -> list[
     # timings.json holds each notebook's latest run (a rerun that skips cached work shows only that); the history
     # keeps every run, so the time of a full run is not lost
     from .hardware import cpu_info
-    from .reporting import git_revision
+    from .reporting import git_revision, write_requirements_lock
+
+    write_requirements_lock(profile)
 
     rev, when = git_revision(), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     cpu = cpu_info()

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 from .artifacts import atomic_path, read_json, write_json
+from .config import shown_path
 from .hardware import autocast_context, resolve_precision
 from .data import PackedBlocks, pack_blocks  # noqa: F401  (the loop's data classes; re-exported)
 
@@ -296,9 +297,9 @@ def train(
     autocast = autocast_context(resolve_precision(cfg.precision, device), device)
     bar = None
     if progress and d.main:
-        from tqdm.std import tqdm  # plain text bars: readable in executed notebooks and logs
+        from .progress import progress as progress_bar
 
-        bar = tqdm(total=total, initial=state["step"], desc=out.name, unit="step", mininterval=10, dynamic_ncols=True)
+        bar = progress_bar(total=total, desc=out.name, unit="step", initial=state["step"])
     model.train()
     t_start = time.time() - state["seconds"]
     window_t, window_tok = time.time(), 0
@@ -421,8 +422,8 @@ def _save_checkpoint(ckpt_dir: Path, model, opt, sched, state, cfg: TrainConfig,
             import shutil
 
             shutil.rmtree(kept, ignore_errors=True)
-            print(f"[replace] {ckpt_dir.parent}: first checkpoint written (step {state['step']}); the previous run "
-                  f"kept at {kept} is removed", flush=True)
+            print(f"[replace] {shown_path(ckpt_dir.parent)}: first checkpoint written (step {state['step']}); the previous run "
+                  f"kept at {shown_path(kept)} is removed", flush=True)
         marker.unlink(missing_ok=True)
 
 
@@ -545,7 +546,7 @@ def train_or_skip(
                 if out.exists():
                     shutil.rmtree(out)  # holds no checkpoint and no finished run: the remains of a failed attempt
                 os.replace(kept, out)
-                log(f"[restore] {name}: the finished run kept at {kept} matches these params again; moved back to {out}")
+                log(f"[restore] {name}: the finished run kept at {shown_path(kept)} matches these params again; moved back to {shown_path(out)}")
                 break
     if state_file.is_file() and (out / "best").is_dir():
         st = read_json(state_file)
@@ -570,7 +571,7 @@ def train_or_skip(
         out.mkdir(parents=True)
         (out / "_replaces.json").write_text(json.dumps({"kept": str(kept)}))
         what = "finished run" if state_file.name in os.listdir(kept) else f"checkpoint (step {_ckpt_step(kept / 'checkpoint')})"
-        log(f"[new ] {name}: the {what} in {out} was made from other inputs/params; it is kept as {kept} until the "
+        log(f"[new ] {name}: the {what} in {shown_path(out)} was made from other inputs/params; it is kept as {shown_path(kept)} until the "
             f"new run writes its first checkpoint (and restored if these params are put back before then)")
     elif out.exists():
         marker = out / "_replaces.json"  # a run set aside earlier stays set aside until a checkpoint replaces it

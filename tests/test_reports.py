@@ -1,0 +1,196 @@
+"""Executed reports are clean: no machine paths, no tracebacks, little stderr; helpers that build them."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+REPORTED = sorted((ROOT / "reports" / "cpu" / "notebooks").glob("*.ipynb"))
+ABSOLUTE = re.compile(r"(?<![\w.])/(?:work|home|tmp|Users)/")
+MAX_STDERR = 4096
+
+
+def _text(o: dict) -> str:
+    parts = []
+    for key in ("text", "traceback", "evalue"):
+        v = o.get(key)
+        if v:
+            parts.append("".join(v) if isinstance(v, list) else str(v))
+    for v in (o.get("data") or {}).values():
+        parts.append("".join(v) if isinstance(v, list) else v if isinstance(v, str) else json.dumps(v))
+    return "\n".join(parts)
+
+
+def report_problems(nb_path: Path) -> list[str]:
+    """What is wrong with one executed notebook: absolute paths, tracebacks, more than 4 kB of stderr."""
+    nb = json.loads(nb_path.read_text(encoding="utf-8"))
+    problems, stderr = [], 0
+    for i, cell in enumerate(nb.get("cells", [])):
+        for o in cell.get("outputs") or []:
+            text = _text(o)
+            if o.get("output_type") == "stream" and o.get("name") == "stderr":
+                stderr += len(text)
+            m = ABSOLUTE.search(text)
+            if m:
+                problems.append(f"cell {i}: absolute path {text[m.start():m.start() + 60]!r}")
+            if "Traceback (most recent call last)" in text or o.get("output_type") == "error":
+                problems.append(f"cell {i}: traceback")
+    if stderr > MAX_STDERR:
+        problems.append(f"{stderr:,} characters of stderr (at most {MAX_STDERR:,})")
+    return problems
+
+
+@pytest.mark.skipif(not REPORTED, reason="no executed notebooks under reports/cpu/notebooks")
+@pytest.mark.parametrize("nb", REPORTED, ids=[p.name for p in REPORTED])
+def test_committed_report_is_clean(nb):
+    problems = report_problems(nb)
+    assert not problems, f"{nb.relative_to(ROOT)}:\n  " + "\n  ".join(problems)
+
+
+def _nb(outputs):
+    return {"cells": [{"cell_type": "code", "source": "", "outputs": outputs}], "metadata": {}, "nbformat": 4,
+            "nbformat_minor": 5}
+
+
+def test_report_checker_catches_each_problem(tmp_path):
+    cases = {
+        "path": [{"output_type": "execute_result", "data": {"text/plain": "PosixPath('/home/u/main/x.json')"}}],
+        "tb": [{"output_type": "error", "ename": "E", "evalue": "", "traceback": ["Traceback (most recent call last)"]}],
+        "stderr": [{"output_type": "stream", "name": "stderr", "text": "x" * 5000}],
+        "clean": [{"output_type": "stream", "name": "stdout", "text": "runs/cpu/data and reports/cpu/x.csv\n"}],
+    }
+    found = {}
+    for name, outs in cases.items():
+        p = tmp_path / f"{name}.ipynb"
+        p.write_text(json.dumps(_nb(outs)))
+        found[name] = report_problems(p)
+    assert "absolute path" in found["path"][0]
+    assert "traceback" in found["tb"][0]
+    assert "stderr" in found["stderr"][0]
+    assert found["clean"] == []
+
+
+# ------------------------------------------------------------------------------------------------ progress bars
+
+
+def test_progress_is_quiet_and_plain_when_headless(monkeypatch, capsys):
+    from helpers import progress as P
+
+    monkeypatch.setenv("STORYBENCH_HEADLESS", "1")
+    assert P.headless()
+    bar = P.progress(range(50), desc="steps", unit="step")
+    assert type(bar).__module__ == "tqdm.std"
+    assert bar.mininterval >= 60 and bar.ncols == 100 and not bar.dynamic_ncols and bar.ascii
+    assert sum(1 for _ in bar) == 50
+    bar.close()
+    # a bar that ends before the first interval draws nothing at all
+    assert capsys.readouterr().err == ""
+
+
+def test_progress_headless_text_has_no_cursor_escapes(monkeypatch):
+    import io
+
+    from helpers import progress as P
+
+    monkeypatch.setenv("STORYBENCH_HEADLESS", "1")
+    buf = io.StringIO()
+    bar = P.progress(total=10, desc="x", unit="it", file=buf, delay=0, mininterval=0)
+    bar.update(10)
+    bar.close()
+    assert "10/10" in buf.getvalue() and "\x1b[" not in buf.getvalue()
+
+
+def test_progress_interactive_uses_tqdm_auto(monkeypatch):
+    from helpers import progress as P
+
+    monkeypatch.delenv("STORYBENCH_HEADLESS", raising=False)
+    assert not P.headless()
+    bar = P.progress(total=3, desc="x", disable=True)
+    import tqdm.auto
+
+    assert isinstance(bar, tqdm.auto.tqdm)
+    bar.close()
+
+
+# ----------------------------------------------------------------------------------------------------- reporting
+
+
+@pytest.fixture
+def reports(tmp_path, monkeypatch):
+    monkeypatch.setenv("STORYBENCH_REPORTS", str(tmp_path / "reports"))
+    return tmp_path / "reports" / "smoke"
+
+
+def test_save_figure_writes_png_and_pdf(reports):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from helpers import reporting
+
+    fig, ax = plt.subplots()
+    ax.plot([1, 2, 3])
+    out = reporting.save_figure(fig, "line", "smoke")
+    plt.close(fig)
+    png, pdf = reports / "figures" / "line.png", reports / "figures" / "line.pdf"
+    assert png.read_bytes()[:4] == b"\x89PNG" and pdf.read_bytes()[:5] == b"%PDF-"
+    assert Path(out) == png
+    assert not list((reports / "figures").glob(".*"))  # no temporaries left behind
+    assert "/tmp/" not in repr(out) and repr(out).endswith("line.png')")
+
+
+def test_save_table_never_writes_scientific_notation(reports):
+    import pandas as pd
+
+    from helpers import reporting
+
+    df = pd.DataFrame({"budget_flops": [1.89247e11, 1.295e13], "loss": [6.330892, 4.7371], "n": [378240, 953088]})
+    out = reporting.save_table(df, "t", "smoke", floatfmt=".4g")
+    md = (reports / "tables" / "t.md").read_text()
+    assert "e+" not in md and "189,247,000,000" in md and "6.331" in md
+    assert "/tmp/" not in repr(out)
+    assert pd.read_csv(out)["budget_flops"].iloc[0] == 1.89247e11  # the CSV keeps full precision
+
+
+def test_write_manifest_returns_none_and_records_packages(reports):
+    from helpers import reporting
+
+    assert reporting.write_manifest("smoke", "99_test", {"seed": 1}, {}) is None
+    entry = json.loads((reports / "manifest.json").read_text())["99_test"]
+    assert entry["cpu"]["model"] and entry["packages"] == sorted(entry["packages"], key=str.lower)
+    assert any(p.lower().startswith("torch==") for p in entry["packages"])
+    lock = reporting.write_requirements_lock("smoke").read_text()
+    assert "storybench" not in lock.split("\n", 2)[-1].lower() and re.search(r"^numpy==\S+$", lock, re.M)
+
+
+def test_number_formats_for_people():
+    from helpers.reporting import fmt_count, fmt_minutes, fmt_number
+
+    assert [fmt_count(x) for x in (999, 12_345, 1_250_000, 1_249_200, 999_999)] == ["999", "12.3k", "1.25M", "1.25M", "1M"]
+    assert fmt_minutes(125) == "2.1 min"
+    assert fmt_number(1.89247e11) == "189,247,000,000" and fmt_number(6.330892) == "6.3309"
+
+
+def test_shown_path_is_relative(monkeypatch, tmp_path):
+    from helpers.config import repo_root, shown_path
+
+    assert shown_path(repo_root() / "runs" / "cpu" / "data") == "runs/cpu/data"
+    monkeypatch.setenv("STORYBENCH_RUNS", str(tmp_path / "r"))
+    assert shown_path(tmp_path / "r" / "cpu" / "x") == "runs/cpu/x"
+    assert shown_path("/somewhere/else/model") == ".../model"
+
+
+def test_clean_streams_collapses_redraws(tmp_path):
+    from helpers.runner import clean_streams
+
+    p = tmp_path / "n.ipynb"
+    p.write_text(json.dumps(_nb([{"output_type": "stream", "name": "stderr", "text": "a  0%\r"},
+                                 {"output_type": "stream", "name": "stderr", "text": "a 50%\ra100%\n"},
+                                 {"output_type": "stream", "name": "stdout", "text": "done\n"}])))
+    clean_streams(p)
+    outs = json.loads(p.read_text())["cells"][0]["outputs"]
+    assert [o["text"] for o in outs] == ["a100%\n", "done\n"]
