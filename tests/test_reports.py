@@ -24,15 +24,20 @@ def _text(o: dict) -> str:
     return "\n".join(parts)
 
 
+PROGRESS_LINE = re.compile(r"\d+%\|[ #0-9]*\| *\d+/\d+ \[")  # a tqdm bar: "desc:  60%|####  | 87/145 [01:00<..."
+
+
 def report_problems(nb_path: Path) -> list[str]:
-    """What is wrong with one executed notebook: absolute paths, tracebacks, more than 4 kB of stderr."""
+    """What is wrong with one executed notebook: absolute paths, tracebacks, more than 4 kB of stderr other than
+    progress bars."""
     nb = json.loads(nb_path.read_text(encoding="utf-8"))
     problems, stderr = [], 0
     for i, cell in enumerate(nb.get("cells", [])):
         for o in cell.get("outputs") or []:
             text = _text(o)
             if o.get("output_type") == "stream" and o.get("name") == "stderr":
-                stderr += len(text)
+                # the final state of a progress bar (one line per bar, kept on purpose) is not noise; the rest is
+                stderr += sum(len(line) for line in text.splitlines() if not PROGRESS_LINE.search(line))
             m = ABSOLUTE.search(text)
             if m:
                 problems.append(f"cell {i}: absolute path {text[m.start():m.start() + 60]!r}")
