@@ -9,7 +9,8 @@ base model with whichever thread count was faster.
 
 One step = forward + backward + LAMB update (``helpers.optim.Lamb`` with the decay/no-decay groups of
 ``helpers.training.param_groups``) on span-masked blocks from ``helpers.masking.MaskedBlocks`` (vocab 16,384,
-synthetic token ids: the cost does not depend on which ids they are). Rows:
+synthetic token ids: the cost does not depend on which ids they are). Where the CPU has native bf16 (AVX512-BF16 or
+AMX) the cpu preset also runs under bf16 autocast, as ``precision: auto`` trains it. Rows:
 
 * ``cpu`` preset (128/341/4 heads/4 layers), 32 × 128 tokens, MLM head at the predicted positions only (ours,
   as the reference's ``MaskClassifier``) and, as the baseline, with the head over every position (HF-style
@@ -34,6 +35,7 @@ import time
 
 import torch
 
+from helpers.hardware import autocast_context, cpu_info, native_bf16
 from helpers.ltg_bert import LtgBertForMaskedLM, count_parameters, ltg_bert_config, training_flops_per_token
 from helpers.masking import MaskedBlocks, TokenIds, mlm_loss
 from helpers.optim import Lamb
@@ -44,7 +46,7 @@ VOCAB = 16_384
 TOK = TokenIds(vocab_size=VOCAB, mask_id=4, cls_id=1, sep_id=2, pad_id=3, special_ids=(0, 1, 2, 3, 4, 5))
 
 
-def bench(preset: str, batch: int, seq: int, steps: int, masked_only: bool = True) -> dict:
+def bench(preset: str, batch: int, seq: int, steps: int, masked_only: bool = True, precision: str = "fp32") -> dict:
     torch.manual_seed(0)
     cfg = ltg_bert_config(preset, VOCAB)
     model = LtgBertForMaskedLM(cfg).train()
@@ -64,9 +66,10 @@ def bench(preset: str, batch: int, seq: int, steps: int, masked_only: bool = Tru
     for step in range(steps + 1):  # step 0 is a warm-up
         b = data.batch(step, batch)
         t0 = time.perf_counter()
-        loss = loss_fn(model, b)
+        with autocast_context(precision, "cpu")():  # what helpers.training.train does for ``precision``
+            loss = loss_fn(model, b)
         opt.zero_grad(set_to_none=True)
-        loss.backward()
+        loss.float().backward()
         opt.step()
         dt = time.perf_counter() - t0
         if step:
@@ -77,7 +80,8 @@ def bench(preset: str, batch: int, seq: int, steps: int, masked_only: bool = Tru
     t_step = sorted(times)[len(times) // 2]  # median
     flops = training_flops_per_token(cfg, seq, share) * tokens
     return {"preset": preset, "params": count_parameters(model), "batch": f"{batch}x{seq}",
-            "head": "predicted only" if masked_only else "all positions", "s_per_step": t_step,
+            "head": ("predicted only" if masked_only else "all positions") + ("" if precision == "fp32" else f", {precision}"),
+            "s_per_step": t_step,
             "tokens_per_s": tokens / t_step, "gflop_per_step": flops / 1e9, "gflops": flops / t_step / 1e9}
 
 
@@ -86,10 +90,13 @@ def main():
     ap.add_argument("--threads", type=int, default=None, help="intra-op threads of the multi-thread rows "
                     "(default: torch's default)")
     ap.add_argument("--skip-base", action="store_true")
+    ap.add_argument("--no-bf16", action="store_true", help="skip the bf16 autocast rows even where the CPU has native bf16")
     args = ap.parse_args()
     many = args.threads or torch.get_num_threads()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"torch {torch.__version__}, {os.cpu_count()} cores, load average {load:.1f} before the run")
+    info = cpu_info()
+    print(f"torch {torch.__version__}, {os.cpu_count()} cores, load average {load:.1f} before the run; CPU {info.get('model', '?')}"
+          f" (native bf16: {native_bf16('cpu')})")
     peaks = {}
     for n in sorted({1, many}):
         torch.set_num_threads(n)
@@ -99,6 +106,10 @@ def main():
     for n in sorted({1, many}):
         torch.set_num_threads(n)
         rows.append({**bench("cpu", 32, 128, 5, True), "threads": n})
+    if native_bf16("cpu") and not args.no_bf16:
+        for n in sorted({1, many}):
+            torch.set_num_threads(n)
+            rows.append({**bench("cpu", 32, 128, 5, True, "bf16"), "threads": n})
     torch.set_num_threads(1)
     rows.append({**bench("cpu", 32, 128, 5, False), "threads": 1})
     if not args.skip_base:
@@ -118,6 +129,10 @@ def main():
     full = next(r for r in rows if r["head"] == "all positions")
     print(f"\ncpu preset, 1 thread: MLM head at the predicted positions only is "
           f"{full['s_per_step'] / ours['s_per_step']:.2f}× faster per step than full logits (same model and batch)")
+    for r16 in (r for r in rows if r["head"].endswith("bf16")):
+        r32 = next(r for r in rows if r["head"] == "predicted only" and r["threads"] == r16["threads"])
+        print(f"cpu preset, {r16['threads']} thread(s): bf16 autocast is {r32['s_per_step'] / r16['s_per_step']:.2f}× "
+              f"faster per step than fp32 (% peak of the bf16 rows is against the fp32 peak)")
     print("% peak = achieved GFLOP/s / matmul peak at the same thread count; s/step is the median of the timed steps "
           "(one warm-up step first)")
 

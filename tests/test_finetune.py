@@ -321,3 +321,30 @@ def test_finetune_all_caches_and_reports_mnli_mm_with_mnli_model(tiny_model_dir,
     with pytest.raises(AssertionError, match="not reused"):  # another config is another cache entry
         ft.finetune_all(tiny_model_dir, ["rte"], finetune_config(cfg, seed=7), tmp_path / "cache", progress=False,
                         log=logs.append)
+
+
+def test_metric_interval_bootstrap():
+    """The percentile bootstrap of accuracy is close to the normal-approximation binomial interval (n = 400,
+    p = 0.7: ±4.5 points), contains the point estimate, is reproducible by seed, and exists for F1 and MCC."""
+    import math
+
+    import numpy as np
+
+    from helpers.finetune import accuracy, mcc, metric_interval
+
+    rng = np.random.default_rng(3)
+    y = rng.integers(0, 2, 400)
+    p = np.where(rng.random(400) < 0.7, y, 1 - y)
+    acc = accuracy(y, p)
+    lo, hi = metric_interval(y, p, "accuracy", seed=1)
+    half = 1.96 * math.sqrt(acc * (1 - acc) / len(y))
+    assert lo < acc < hi
+    assert lo == pytest.approx(acc - half, abs=0.012) and hi == pytest.approx(acc + half, abs=0.012)
+    assert metric_interval(y, p, "accuracy", seed=1) == (lo, hi)
+    m = mcc(y, p)
+    mlo, mhi = metric_interval(y, p, "mcc", seed=1)
+    assert mlo < m < mhi and mhi - mlo < 0.25
+    flo, fhi = metric_interval(y, p, "f1", seed=1)
+    assert 0 <= flo < fhi <= 1
+    with pytest.raises(KeyError):
+        metric_interval(y, p, "bleu")

@@ -147,7 +147,7 @@ RANGES: dict[str, tuple] = {
         "tiny_budgets", "baby_budgets", "track_budget", "paper_track_budget", "valid_max_words", "babylm_chunk_lines",
         "word_scale", "valid_blocks", "official_valid_blocks", "causal_batch_size", "mlm_max_tokens",
         "max_new_tokens", "gpteval_max_new_tokens", "instruct_max_new_tokens", "themed_max_new_tokens",
-        "judge_max_concurrency", "judge_timeout", "n_stories", "max_tokens", "epochs", "limit_per_task", "encoder_limit_per_task", "stop_patience", "instruct_steps",
+        "judge_max_concurrency", "judge_timeout", "n_stories", "max_tokens", "epochs", "limit_per_task", "encoder_limit_per_task", "stop_patience", "instruct_steps", "warmup_steps",
         "memory_cap_mb", "memory_widths", "memory_batches", "memory_layers", "memory_heads", "heatmap_heads",
         "selfbleu_prompts", "selfbleu_completions", "max_train_examples", "max_eval_examples", "min_words", "max_words",
         "tokenizer_min_frequency", "min_frequency", "index_n", "top_k",

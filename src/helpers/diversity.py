@@ -359,6 +359,16 @@ def self_bleu_nltk(
         return float(np.mean([corpus_bleu([refs[i]], [hyps[i]], weights=w) for i in range(k)]))
 
 
+def choose_k_or_none(curve: Mapping[int, float], rule: str = "knee", *, eps: float = 0.01,
+                     threshold: float | None = None) -> int | None:
+    """:func:`choose_k`, or None when the curve is flat (its range is below ``eps``): a rule that reads a knee off a
+    curve needs a curve, and on a flat one any k is as good as another."""
+    vals = [float(v) for v in curve.values()]
+    if vals and max(vals) - min(vals) < eps:
+        return None
+    return choose_k(curve, rule, eps=eps, threshold=threshold)
+
+
 def choose_k(
     curve: Mapping[int, float],
     rule: str = "knee",

@@ -62,7 +62,7 @@ import json
 import zlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -692,6 +692,21 @@ class EvalResult:
     @property
     def overall(self):
         return self.summary["overall"]
+
+
+def interval_table(results: Mapping[tuple[str, str], "EvalResult"], chance: float = 50.0) -> "pd.DataFrame":
+    """One row per (kind, model, task) of ``results`` (``{(kind, name): EvalResult}``): pairs, accuracy and its
+    paradigm-stratified bootstrap interval (``ci_low``/``ci_high``, percent), and ``above chance`` ("yes" when the
+    interval lies above ``chance``, "below" when under it, "no" when it contains it)."""
+    import pandas as pd
+
+    rows = []
+    for (kind, name), res in results.items():
+        for r in res.by_task.itertuples():
+            verdict = "yes" if r.ci_low > chance else ("below" if r.ci_high < chance else "no")
+            rows.append({"kind": kind, "model": name, "task": TASK_NAMES.get(r.task, r.task), "pairs": r.pairs,
+                         "accuracy": r.accuracy, "ci_low": r.ci_low, "ci_high": r.ci_high, "above chance": verdict})
+    return pd.DataFrame(rows)
 
 
 def model_digest(model) -> str:

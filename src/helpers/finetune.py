@@ -80,7 +80,7 @@ import torch
 from .artifacts import fingerprint, read_json, run_step, sha256_file, write_json
 from .data import DataError, checked, read_jsonl_rows
 
-FINETUNE_VERSION = 1  # bump when a change alters results, so cached results are recomputed
+FINETUNE_VERSION = 2  # 2: bootstrap intervals of the reported metric. Bump when a change alters results, so cached results are recomputed
 GLUE_DIR = "babylm_eval/glue_filtered"
 STANDARD = "standard"
 SCALED = "scaled (train carved from validation)"
@@ -582,11 +582,27 @@ def predict(model, ids: Sequence[Sequence[int]], pad_id: int, batch_size: int = 
 
 
 def evaluate_examples(model, tokenizer, examples: Sequence[Example], cfg: FinetuneConfig, kind: str, num_labels: int,
-                      device=None) -> dict[str, float]:
-    """All metrics of :func:`score_all` on ``examples``."""
+                      device=None, return_predictions: bool = False):
+    """All metrics of :func:`score_all` on ``examples`` (with ``return_predictions``: and the labels and
+    predictions, as ``(metrics, y_true, y_pred)``)."""
     ids = encode(tokenizer, examples, cfg.max_length, kind)
     pred = predict(model, ids, tokenizer.pad_token_id, cfg.eval_batch_size, device)
-    return score_all([e.label for e in examples], pred, num_labels)
+    y = [e.label for e in examples]
+    scores = score_all(y, pred, num_labels)
+    return (scores, np.asarray(y), np.asarray(pred)) if return_predictions else scores
+
+
+def metric_interval(y_true, y_pred, metric: str, confidence: float = 0.95, n_boot: int = 1000,
+                    seed: int = 0) -> tuple[float, float]:
+    """Seeded percentile-bootstrap ``confidence`` interval of ``metric`` (a key of :data:`METRICS`) over the
+    examples: the split is resampled with replacement ``n_boot`` times and the metric recomputed."""
+    y, p = _as_int_arrays(y_true, y_pred)
+    fn = METRICS[metric]
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(y), size=(n_boot, len(y)))
+    stats = np.array([fn(y[i], p[i]) for i in idx])
+    a = (1 - confidence) / 2
+    return float(np.quantile(stats, a)), float(np.quantile(stats, 1 - a))
 
 
 # ============================================================================================= training loop
@@ -667,7 +683,7 @@ def fit(model, tokenizer, train: Sequence[Example], dev: Sequence[Example], cfg:
             step += 1
             total_loss += float(loss.detach()) * len(idx)
             n_seen += len(idx)
-            bar.set_postfix(loss=f"{total_loss / n_seen:.4f}")
+            bar.set_postfix(loss=f"{total_loss / n_seen:.4f}", refresh=False)  # a forced redraw would print a stale count
         bar.close()
         dev_scores = evaluate_examples(model, tokenizer, dev, cfg, kind, num_labels, device)
         score = dev_scores[metric]
@@ -720,11 +736,14 @@ def finetune_prepared(model_dir: str | Path, data: TaskData, cfg: FinetuneConfig
     res = fit(model, tokenizer, data.train, data.dev, cfg, data.metric, data.num_labels, kind, progress, log,
               desc=data.task)
     device = _device(cfg)
-    reports = {k: evaluate_examples(model, tokenizer, v, cfg, kind, data.num_labels, device)
-               for k, v in data.tests.items()}
+    reports, intervals = {}, {}
+    for k, v in data.tests.items():  # each reported split once, with a bootstrap interval of its metric
+        reports[k], y, p = evaluate_examples(model, tokenizer, v, cfg, kind, data.num_labels, device, return_predictions=True)
+        intervals[k] = metric_interval(y, p, data.metrics[k], seed=cfg.seed)
     record = {
         "model": model_name(model_dir), "model_dir": str(model_dir), "kind": kind, "train_task": data.task,
         "protocol": data.protocol, "metric": data.metric, "metrics": data.metrics, "reports": reports,
+        "intervals": {k: list(v) for k, v in intervals.items()},
         "dev_metric": res.best_dev.get(data.metric), "dev": res.best_dev, "best_epoch": res.best_epoch,
         "epochs_run": res.epochs_run, "early_stopped": res.early_stopped, "steps": res.steps,
         "n_train": len(data.train), "n_dev": len(data.dev), "n_test": {k: len(v) for k, v in data.tests.items()},
@@ -749,7 +768,8 @@ def result_row(record: dict, task: str) -> dict:
     scores = record["reports"][task]
     return {
         "model": record["model"], "task": task, "train_task": record["train_task"], "protocol": record["protocol"],
-        "metric": m, "score": scores[m], "accuracy": scores.get("accuracy"), "f1": scores.get("f1", math.nan),
+        "metric": m, "score": scores[m], "ci_low": record.get("intervals", {}).get(task, [math.nan] * 2)[0],
+        "ci_high": record.get("intervals", {}).get(task, [math.nan] * 2)[1], "accuracy": scores.get("accuracy"), "f1": scores.get("f1", math.nan),
         "mcc": scores.get("mcc"), "dev_metric": record["dev_metric"], "best_epoch": record["best_epoch"],
         "epochs_run": record["epochs_run"], "early_stopped": record["early_stopped"], "n_train": record["n_train"],
         "n_dev": record["n_dev"], "n_test": record["n_test"][task], "reported_on": record["splits"][task],
@@ -822,7 +842,7 @@ def glue_average(df, tasks: Sequence[str] = TASK_NAMES) -> float:
 __all__ = [
     "TASKS", "TASK_NAMES", "TaskSpec", "Example", "TaskData", "FinetuneConfig", "PRESETS", "STANDARD", "SCALED",
     "finetune_config", "render", "read_rows", "load_examples", "carve_splits", "subsample", "prepare_task",
-    "data_files", "accuracy", "f1_binary", "mcc", "score_all", "METRICS", "model_kind", "load_classifier", "encode",
+    "data_files", "accuracy", "f1_binary", "mcc", "score_all", "metric_interval", "METRICS", "model_kind", "load_classifier", "encode",
     "pad_batch", "predict", "evaluate_examples", "lr_multiplier", "fit", "FitResult", "finetune_prepared",
     "finetune_task", "finetune_all", "result_row", "glue_average", "model_digest", "model_name",
 ]

@@ -161,6 +161,37 @@ def save_figure(fig, name: str, profile: str, dpi: int = 120, formats: tuple[str
     return ReportPath(written[0])
 
 
+def plot_intervals(intervals, order: list[tuple[str, str]] | None = None, chance: float = 50.0,
+                   colours: dict[str, str] | None = None, title: str = ""):
+    """One panel per task of an interval table (columns kind, model, task, pairs, accuracy, ci_low, ci_high, as
+    :func:`helpers.evaluation.interval_table` makes): each model's accuracy with its 95 % interval as an error bar,
+    coloured by kind, and the chance level as a dashed line. ``order`` lists (kind, model) from top to bottom."""
+    import matplotlib.pyplot as plt
+
+    colours = colours or {"decoder": "tab:blue", "encoder": "tab:orange"}
+    order = order or list(dict.fromkeys(zip(intervals["kind"], intervals["model"])))
+    tasks = list(dict.fromkeys(intervals["task"]))
+    fig, axes = plt.subplots(1, len(tasks), figsize=(5 * len(tasks), 0.45 * len(order) + 1.5), sharey=True,
+                             squeeze=False)
+    for ax, task in zip(axes[0], tasks):
+        part = intervals[intervals.task == task].set_index(["kind", "model"])
+        part = part.loc[[o for o in order if o in part.index]]
+        part = part.assign(label=[f"{k}: {n}" for k, n in part.index])
+        for kind, colour in colours.items():
+            k = part[part.index.get_level_values("kind") == kind]
+            if len(k):
+                ax.errorbar(k.accuracy, k.label, xerr=[k.accuracy - k.ci_low, k.ci_high - k.accuracy], fmt="o",
+                            color=colour, capsize=3, label=kind + "s")
+        ax.axvline(chance, color="k", ls="--", lw=1, label="chance")
+        pairs = sorted({int(p) for p in part.pairs})
+        ax.set(title=f"{task} ({' / '.join(f'{p:,}' for p in pairs)} pairs)", xlabel="accuracy (%), 95 % CI")
+    axes[0][0].invert_yaxis()
+    axes[0][0].legend(loc="lower right")
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
 def git_revision() -> str:
     try:
         rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo_root(), capture_output=True, text=True, check=True).stdout.strip()

@@ -1,0 +1,151 @@
+""""What this run shows": sentences computed from the tables a notebook has already made.
+
+Every notebook ends with a cell that prints these sentences, so the conclusions move with the numbers when the study is
+rerun (nothing is typed by hand). Each function takes plain tables (pandas DataFrames or mappings) and returns a list of
+sentences; nothing here trains, generates or scores. A difference is called real only where two 95 % intervals do not
+overlap; single runs without an interval are compared against a stated noise level.
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+import pandas as pd
+
+CHANCE_WORDS = {"yes": "above chance", "below": "below chance", "no": "not distinguishable from chance"}
+
+
+def chance_verdict(ci_low: float, ci_high: float, chance: float = 50.0) -> str:
+    """``"yes"`` when the whole interval lies above ``chance``, ``"below"`` when it lies below, else ``"no"``."""
+    return "yes" if ci_low > chance else ("below" if ci_high < chance else "no")
+
+
+def _separated(a: pd.Series, b: pd.Series) -> bool:
+    return bool(a["ci_low"] > b["ci_high"] or b["ci_low"] > a["ci_high"])
+
+
+def zero_shot(intervals: pd.DataFrame, task: str = "BLiMP") -> list[str]:
+    """Notebook 05: per model, is ``task`` above chance; per kind (decoder/encoder), is the best model separated from
+    the next one. ``intervals`` has columns kind, model, task, pairs, accuracy, ci_low, ci_high."""
+    part = intervals[intervals.task == task]
+    if part.empty:
+        return [f"no {task} results in this run"]
+    out = []
+    for r in part.itertuples():
+        verdict = CHANCE_WORDS[chance_verdict(r.ci_low, r.ci_high)]
+        out.append(f"{r.kind} {r.model}: {task} {r.accuracy:.1f} [{r.ci_low:.1f}, {r.ci_high:.1f}] on {int(r.pairs):,} "
+                   f"pairs: {verdict}")
+    for kind, group in part.groupby("kind", sort=False):
+        if len(group) < 2:
+            continue
+        ranked = group.sort_values("accuracy", ascending=False)
+        best, second = ranked.iloc[0], ranked.iloc[1]
+        out.append(f"best {kind}: {best.model} ({best.accuracy:.1f}); next {second.model} ({second.accuracy:.1f}): "
+                   + ("the intervals do not overlap (a real difference)" if _separated(best, second)
+                      else "the intervals overlap (the gap may be noise)"))
+    return out
+
+
+def self_bleu(curves: Mapping[str, Mapping[int, float]], chosen: Mapping[str, int | None], eps: float) -> list[str]:
+    """Notebook 03: the level and spread of each self-BLEU curve and the k its rule chose (None: a flat curve)."""
+    out = []
+    for name, curve in curves.items():
+        vals = [float(v) for v in curve.values()]
+        span = max(vals) - min(vals)
+        k = chosen.get(name)
+        out.append(f"{name}: self-BLEU {min(vals):.3f}–{max(vals):.3f} over k = {min(curve)}..{max(curve)} (range "
+                   f"{span:.3f}); " + (f"the rule chooses k = {k}" if k else
+                                       f"the curve is flat (range below {eps}): the rule is undefined"))
+    levels = {name: max(float(v) for v in c.values()) for name, c in curves.items()}
+    if len(levels) > 1:
+        lo, hi = min(levels, key=levels.get), max(levels, key=levels.get)
+        out.append(f"least diverse completions (highest self-BLEU at the largest k): {hi} ({levels[hi]:.3f}); most "
+                   f"diverse: {lo} ({levels[lo]:.3f}); self-BLEU is one sample of prompts, without an interval")
+    return out
+
+
+def continuation_health(health: pd.DataFrame, prompts: str, reference: str | None = None) -> list[str]:
+    """Notebook 03: share of greedy continuations that end with end-of-text and that loop (a repeated 6-word run),
+    with their Wilson intervals, for the rows whose ``prompts`` column equals ``prompts``; ``reference`` names the
+    ``model`` of the row of real story endings (the loop measure's base rate)."""
+    out = []
+    ref = health[health.model == reference] if reference is not None else health.iloc[:0]
+    ref = ref.iloc[0] if len(ref) else None
+    for _, r in health[health.prompts == prompts].iterrows():
+        line = (f"{r.model}: {r['ended (%)']:.0f} % [{r['ended CI low']:.0f}, {r['ended CI high']:.0f}] of greedy "
+                f"continuations end with end-of-text, {r['loops (%)']:.0f} % [{r['loops CI low']:.0f}, "
+                f"{r['loops CI high']:.0f}] contain a repeated 6-word run")
+        if ref is not None:
+            more = r["loops CI low"] > ref["loops CI high"]
+            line += (f" ({'more' if more else 'not clearly more'} than real endings: {ref['loops (%)']:.0f} % "
+                     f"[{ref['loops CI low']:.0f}, {ref['loops CI high']:.0f}])")
+        out.append(line)
+    return out
+
+
+def encoders(table: pd.DataFrame) -> list[str]:
+    """Notebook 04: which mix predicts masked tokens best on held-out stories and on held-out BabyLM text.
+    Columns: mix, "MLM acc (stories)", "MLM acc (BabyLM)" (single runs, no interval)."""
+    out = []
+    for col, what in (("MLM acc (stories)", "held-out stories"), ("MLM acc (BabyLM)", "held-out BabyLM documents")):
+        ranked = table.sort_values(col, ascending=False)
+        out.append(f"{what}: best MLM accuracy {ranked.iloc[0][col]:.3f} ({ranked.iloc[0].mix}), lowest "
+                   f"{ranked.iloc[-1][col]:.3f} ({ranked.iloc[-1].mix})")
+    if {"tiny-1M", "baby-1M"} <= set(table.mix):
+        t = table.set_index("mix")
+        out.append("each single-source encoder is better on its own domain: "
+                   + ("yes" if (t.loc["tiny-1M", "MLM acc (stories)"] > t.loc["baby-1M", "MLM acc (stories)"]
+                                and t.loc["baby-1M", "MLM acc (BabyLM)"] > t.loc["tiny-1M", "MLM acc (BabyLM)"]) else "no")
+                   + f" (stories {t.loc['tiny-1M', 'MLM acc (stories)']:.3f} vs {t.loc['baby-1M', 'MLM acc (stories)']:.3f}; "
+                   f"BabyLM {t.loc['baby-1M', 'MLM acc (BabyLM)']:.3f} vs {t.loc['tiny-1M', 'MLM acc (BabyLM)']:.3f})")
+    out.append("single runs with one seed: MLM accuracies are measured on 64 validation blocks per domain, without an "
+               "interval; BLiMP with intervals follows in notebook 05")
+    return out
+
+
+def sweep(table: pd.DataFrame, noise: float = 0.03) -> list[str]:
+    """Notebook 02b: at equal training tokens, the best shape, and whether the held-out loss falls with width at
+    each depth and with depth at each width (steps larger than ``noise`` count). Columns: model, hidden, layers,
+    heads, "best valid loss"."""
+    out = []
+    best = table.sort_values("best valid loss").iloc[0]
+    out.append(f"lowest held-out loss at equal tokens: {best.model} ({best['best valid loss']:.3f})")
+    for key, other in (("hidden", "layers"), ("layers", "hidden")):
+        for val, group in table.groupby(other):
+            g = group.sort_values(key)
+            if len(g) < 2 or g.heads.nunique() > 1:
+                continue
+            losses = g["best valid loss"].tolist()
+            steps = [a - b for a, b in zip(losses, losses[1:])]
+            verdict = ("falls" if all(s > noise for s in steps) else "rises" if all(s < -noise for s in steps)
+                       else "does not change clearly")
+            out.append(f"{other} {val}: loss {verdict} with {key} "
+                       + " → ".join(f"{k} {l:.3f}" for k, l in zip(g[key], losses)))
+    if "heads" in table and table.heads.nunique() > 1:
+        for (h, l), g in table.groupby(["hidden", "layers"]):
+            if g.heads.nunique() > 1:
+                spread = g["best valid loss"].max() - g["best valid loss"].min()
+                out.append(f"hidden {h}, {l} layers: heads {sorted(g.heads)} change the loss by {spread:.3f}"
+                           + (" (within noise)" if spread <= noise else ""))
+    return out
+
+
+def attention_heads(heads: pd.DataFrame) -> list[str]:
+    """Notebook 06: how many heads per model are positional (label column) and which layers hold them."""
+    out = []
+    for name, h in heads.groupby("model", sort=False):
+        pos = h[h.label == "positional"]
+        where = ", ".join(f"layer {l}" for l in sorted(pos.layer.unique())) if len(pos) else "none"
+        out.append(f"{name}: {len(pos)} of {len(h)} heads positional ({where}); {len(h) - len(pos)} semantic or mixed")
+    return out
+
+
+def specialists(summary: pd.DataFrame) -> list[str]:
+    """Notebook 06: MLP neurons whose top tokens are dominated by one word class, against the number expected by
+    chance. Columns: model, "top tokens", specialists, neurons, "expected by chance"."""
+    out = []
+    for _, r in summary.iterrows():
+        spec, n, exp = int(r["specialists"]), int(r["neurons"]), float(r["expected by chance"])
+        out.append(f"{r.model} ({r['top tokens']} top tokens): {spec} of {n} neurons are word-class specialists "
+                   f"({100 * spec / n:.0f} %), {exp:.1f} expected by chance"
+                   + (": more than chance" if spec > 2 * exp else ": not clearly more than chance"))
+    return out
