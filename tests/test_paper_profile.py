@@ -1,0 +1,227 @@
+"""The paper profile's protocol points (issue 16), each on tiny synthetic files shaped like the real ones."""
+import numpy as np
+import pytest
+
+from helpers import diversity as D
+
+STORIES = [
+    "Once upon a time, there was a girl named Lily. Lily liked to play with her red ball in the park. One day the "
+    "ball rolled into the pond and Lily was sad. Her friend Tom came and helped her get the ball back. They were happy.",
+    "Tim had a big dog called Max. Max liked to run and jump in the garden all day long. One day Max found a bone "
+    "under the old tree and gave it to Tim. Tim laughed and hugged his dog.",
+    "The sun was hot and the bird was thirsty. It flew to the river and drank some cool water. Then it sang a song.",
+]
+
+
+# ----------------------------------------------------------------------------- 8. memorisation protocol
+def test_max_rouge2_train_finds_the_copied_story_over_a_shortlist():
+    idx = D.NGramIndex(STORIES, n=3)
+    comps = [STORIES[1][40:], "A completely different text about cars and trucks on the road today."]
+    best, ids = D.max_rouge2_train(comps, idx, shortlist=2)
+    assert ids[0] == 1 and best[0] > 0.5
+    assert ids[1] == -1 and best[1] == 0.0
+    # the shortlist maximum equals the brute-force maximum over every story
+    brute = max(D.rouge2(comps[0], s) for s in STORIES)
+    assert best[0] == pytest.approx(brute)
+    with pytest.raises(ValueError):
+        D.max_rouge2_train(comps, idx, shortlist=0)
+
+
+def test_template_check_catches_a_story_with_names_swapped():
+    names = D.story_names(STORIES)
+    assert {"Lily", "Tom", "Max"} <= names and "Once" not in names and "One" not in names
+    swapped = STORIES[0].replace("Lily", "Sue").replace("Tom", "Sam")
+    names |= {"Sue", "Sam"}
+    out = D.template_matches([swapped, STORIES[2]], STORIES, names=names, min_words=20)
+    assert out[0]["template"] and out[0]["story_id"] == 0 and out[0]["masked_run"] > out[0]["run"]
+    assert not out[1]["template"]  # a verbatim copy is an exact copy, not a template
+    assert D.mask_names("Lily met Tom.", {"Lily", "Tom"}) == f"{D.NAME} met {D.NAME}."
+
+
+def test_memorisation_prompts_have_their_own_cut(tmp_path):
+    import yaml
+
+    from helpers import config, generation as G
+
+    for profile in config.PROFILES:
+        p = yaml.safe_load((config.repo_root() / "params" / profile / "03_generation_self_bleu.yaml").read_text())
+        assert p["memorisation_frac"] == [0.4, 0.5] and p["prompt_frac"] == [0.15, 0.30]
+    prompts = G.make_prompts(STORIES, None, (0.4, 0.5), 10, 100, 0)
+    assert all(0.4 <= p.frac <= 0.5 for p in prompts)
+
+
+# ----------------------------------------------------------------------------- 1. TinyStories V2, the full budget
+def _v2_file(path, n, seed, truncated=True):
+    """A file shaped like TinyStoriesV2-GPT4-*.txt: stories separated by '<|endoftext|>' lines."""
+    import random
+
+    rng = random.Random(seed)
+    words = "the cat dog sun ran saw big little happy sad park ball tree played jumped".split()
+    stories = [" ".join(rng.choice(words) for _ in range(rng.randint(20, 60))).capitalize() + "." for _ in range(n)]
+    text = "\n<|endoftext|>\n".join(stories) + "\n<|endoftext|>\n" + ("Once upon a ti" if truncated else "")
+    path.write_text(text, encoding="utf-8")
+    return stories
+
+
+def test_full_budget_is_all_stories_but_the_heldout_reserve(tmp_path):
+    from helpers import budgets as B, data
+    from helpers.artifacts import read_jsonl
+
+    train = tmp_path / "TinyStoriesV2-GPT4-train.txt"
+    stories = _v2_file(train, 300, 0)
+    corpus = data.load_tinystories(train)
+    assert corpus.stories == stories and corpus.n_dropped_truncated == 1
+    total = sum(data.count_words(s) for s in stories)
+    out = tmp_path / "data"
+    out.mkdir()
+    ledger = B.prepare_corpora(out, corpus.stories, corpus.files, [], {}, [1000, 2000, 440_000_000], [], 42,
+                               heldout_max_words=1500, full_budget=440_000_000)
+    held = [r["id"] for r in read_jsonl(out / "tiny-heldout.jsonl")]
+    full = [r["id"] for r in read_jsonl(out / "tiny-440M.jsonl")]
+    small = [r["id"] for r in read_jsonl(out / "tiny-1k.jsonl")]
+    assert set(held).isdisjoint(full) and set(held) | set(full) == set(range(len(stories)))
+    assert 1500 - 60 < sum(data.count_words(stories[i]) for i in held) <= 1500
+    assert full[: len(small)] == small  # nested
+    e = ledger["tiny-440M"]
+    assert e.budget == 440_000_000 and e.words == total - sum(data.count_words(stories[i]) for i in held)
+    assert "held-out reserve" in e.note
+    with pytest.raises(B.BudgetError, match="largest"):
+        B.plan_budgets(corpus.stories, [1000, 2000], 42, 1500, full_budget=1000)
+    # without full_budget a 440M budget is refused as before
+    with pytest.raises(B.BudgetError, match="exceeds"):
+        B.plan_budgets(corpus.stories, [1000, 440_000_000], 42, 1500)
+
+
+def test_official_v2_validation_file_is_read_as_stories(tmp_path):
+    from helpers import data
+
+    valid = tmp_path / "TinyStoriesV2-GPT4-valid.txt"
+    stories = _v2_file(valid, 20, 1, truncated=False)
+    v = data.load_validation(valid)
+    assert v.unit == "stories" and v.stories == stories
+    running = tmp_path / "valid_hfexport.txt"
+    running.write_text("Spot saw the car.\n\nIt was red and fast.\n", encoding="utf-8")
+    r = data.load_validation(running)
+    assert r.unit == "paragraphs" and len(r) == 2
+
+
+def test_paper_profile_reads_tinystories_v2_and_passes_the_params_check():
+    from helpers import config, runner
+
+    runner.plan("paper", runner.notebooks())
+    p = config.read_yaml(config.params_file("paper", "01_data_budgets"))
+    assert all("TinyStoriesV2-GPT4-train" in f for f in p["tinystories_train"])
+    assert "TinyStoriesV2-GPT4-valid" in p["tinystories_valid"]
+    assert p["full_budget"] == max(p["tiny_budgets"]) == 440_000_000
+
+
+# ----------------------------------------------------------------------------- 3. the challenge rule counts the generator's corpus
+def test_rule_counts_the_generator_corpus_and_checks_prompt_ids(tmp_path):
+    from helpers import budgets as B, generation as G
+
+    stories = [f"story {i} " + "w " * 8 for i in range(40)]  # 10 words each
+    led = B.prepare_corpora(tmp_path, stories, {"f": "x"}, [], {}, [50, 100, 200], [], seed=0)
+    led.add(B.CorpusEntry("baby-60", "baby", {"childes": 60}, 0))
+    gen_rows = [{"story_id": r["id"], "sample": 0, "prompt": "story", "completion": "w w w"}
+                for r in B.read_corpus(tmp_path / "tiny-100.jsonl")]
+    B.write_corpus(tmp_path / "gen-tiny-100-greedy.jsonl", gen_rows)
+    G.register_generated(led, "gen-tiny-100-greedy", gen_rows, "tiny-100", "gen-tiny-100-greedy.jsonl", 0)
+    # D_tiny = tiny-50, generator corpus tiny-100: the union is tiny-100 (nested), 60 + 100 > 150
+    assert led.rule_words(["baby-60", "tiny-50", "gen-tiny-100-greedy"]) == {"baby": 60, "tiny": 100, "counted": 160}
+    with pytest.raises(B.BudgetError, match=r"\|D_baby\| \+ \|D_tiny ∪ tiny-100\| = 60 \+ 100 = 160"):
+        led.check_mix(["baby-60", "tiny-50", "gen-tiny-100-greedy"], 150)
+    # the old rule (D_gen free, its generator corpus not counted) would have accepted 60 + 50 = 110
+    assert led.check_mix(["tiny-50", "gen-tiny-100-greedy"], 150)["tiny"] == 50
+    # prompts from stories outside D_tiny ∪ generator corpus are refused
+    bad = gen_rows + [{"story_id": 999, "sample": 0, "prompt": "x", "completion": "y"}]
+    B.write_corpus(tmp_path / "gen-bad.jsonl", bad)
+    G.register_generated(led, "gen-bad", bad, "tiny-100", "gen-bad.jsonl", 0)
+    with pytest.raises(B.BudgetError, match="outside D_tiny"):
+        led.check_mix(["tiny-100", "gen-bad"], 1000)
+    assert led.mix_table([["baby-60", "tiny-50", "gen-tiny-100-greedy"]], 150).iloc[0]["rule"] == "refused"
+
+
+def test_rule_union_of_corpora_that_are_not_nested(tmp_path):
+    from helpers import budgets as B
+
+    led = B.Ledger(tmp_path / "ledger.json")
+    for name, ids in [("tiny-a", [0, 1, 2]), ("tiny-b", [2, 3])]:
+        B.write_corpus(tmp_path / f"{name}.jsonl", [{"id": i, "text": "a b c d e"} for i in ids])
+        led.add(B.CorpusEntry(name, "tiny", {"tinystories": 5 * len(ids)}, seed=None, path=f"{name}.jsonl"))
+    led.add(B.CorpusEntry("gen", "gen", {"completion": 1}, generator_corpus="tiny-b"))
+    assert led.rule_words(["tiny-a", "gen"])["tiny"] == 20  # ids {0, 1, 2, 3}
+
+
+# ----------------------------------------------------------------------------- 7. LTG-BERT's "+512" schedule
+def _blocks(n, length, V=64, seed=0):
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    return torch.cat([torch.ones(n, 1, dtype=torch.long), torch.randint(6, V, (n, length - 2), generator=g),
+                      torch.full((n, 1), 2)], 1)
+
+
+def test_long_phase_switches_to_long_blocks_with_a_quarter_of_the_batch(tmp_path):
+    import json
+
+    import torch
+
+    from helpers.ltg_bert import LtgBertForMaskedLM, ltg_bert_config
+    from helpers.masking import LongPhaseBlocks, MaskedBlocks, TokenIds, mlm_loss
+    from helpers.training import TrainConfig, train
+
+    tok = TokenIds(vocab_size=64, mask_id=4, cls_id=1, sep_id=2, pad_id=3, special_ids=(0, 1, 2, 3, 4, 5))
+    short, long = MaskedBlocks(_blocks(40, 16), tok), MaskedBlocks(_blocks(12, 64, seed=1), tok, seed=1)
+    data = LongPhaseBlocks(short, long, steps=10, long_from=0.9, long_batch_fraction=0.25)
+    assert data.switch_step == 9  # int(10 * 0.9), as the authors' code
+    assert data.batch(8, 8)["input_ids"].shape == (8, 16)
+    assert data.batch(9, 8)["input_ids"].shape == (2, 64)
+    assert data.tokens_at(8, 8) == data.tokens_at(9, 8) == 128  # a quarter of the rows, four times as long
+    assert data.batch(9, 8, rank=1, world=2)["input_ids"].shape == (1, 64)
+    torch.manual_seed(0)
+    model = LtgBertForMaskedLM(ltg_bert_config("smoke", 64))
+    cfg = TrainConfig(steps=10, batch_size=8, micro_batch=4, lr=1e-3, eval_every=5, save_every=5, log_every=1, seed=0)
+    res = train(model, data, MaskedBlocks(_blocks(8, 16, seed=2), tok), tmp_path / "run", cfg, loss_fn=mlm_loss, progress=False)
+    assert res.tokens_seen == 10 * 128
+    with pytest.raises(ValueError):
+        LongPhaseBlocks(short, long, 10, long_from=1.0)
+
+
+def test_long_phase_is_a_train_param_of_the_encoders(tmp_path):
+    from helpers import config, runner
+
+    runner.plan("paper", runner.notebooks())
+    p = config.read_yaml(config.params_file("paper", "04_encoder_pretraining"))["train"]
+    assert (p["long_block"], p["long_from"], p["long_batch_fraction"]) == (512, 0.9, 0.25)
+    assert "long_block" not in config.read_yaml(config.params_file("cpu", "04_encoder_pretraining"))["train"]
+    assert config.read_yaml(config.params_file("smoke", "04_encoder_pretraining"))["train"]["long_block"] == 256
+
+
+# ----------------------------------------------------------------------------- 4. ours vs the authors' own rows
+def test_comparison_takes_the_authors_row_and_never_a_context_free_ewok():
+    import pandas as pd
+
+    from helpers import config, evaluation
+
+    t2 = pd.read_csv(config.repo_root() / "params" / "paper_reference" / "table2_strict_small_10m.csv")
+    row = evaluation.paper_authors_row(t2, "baby-10M")
+    assert row["model"] == "LTG-BERT (ours)" and row["blimp"] == 62.1  # not the organisers' 60.6
+    assert evaluation.paper_authors_row(t2, "baby-5M + tiny-5M + gen-nucleus-1", plus_512=True)["blimp"] == 62.6
+    base = t2[t2["model"] == "LTG-BERT (baseline)"].iloc[0]
+    assert not evaluation.paper_ewok_has_context(base) and evaluation.paper_ewok_has_context(row)
+    ours = pd.DataFrame([{"training data": "baby-1M", "BLiMP": 55.0, "Supp.": 50.0, "EWoK": 52.0, "GLUE": float("nan")},
+                         {"training data": "mix", "BLiMP": 55.0, "Supp.": 50.0, "EWoK": 52.0, "GLUE": 60.0}])
+    comp = evaluation.compare_with_paper(ours, t2, {"baby-1M": "baby-10M", "mix": "baby-5M + tiny-5M"}).set_index(["mix", "benchmark"])
+    assert comp.loc[("baby-1M", "BLiMP"), "paper"] == 62.1 and comp.loc[("baby-1M", "EWoK"), "paper"] == 63.1
+    assert comp.loc[("mix", "GLUE"), "paper"] == 71.2
+    # an authors' row whose EWoK was computed without the context: its ewok_alt is compared, or nothing
+    synth = pd.DataFrame([
+        {"model": "LTG-BERT (ours)", "training_data": "a", "blimp": 60.0, "supplement": 60.0, "ewok": 50.0,
+         "ewok_alt": 64.0, "glue": None, "note": "EWoK without context"},
+        {"model": "LTG-BERT (ours)", "training_data": "b", "blimp": 60.0, "supplement": 60.0, "ewok": 50.0,
+         "ewok_alt": None, "glue": None, "note": "EWoK without context"}])
+    ours = pd.DataFrame([{"training data": n, "BLiMP": 1.0, "Supp.": 1.0, "EWoK": 1.0, "GLUE": 1.0} for n in "xy"])
+    comp = evaluation.compare_with_paper(ours, synth, {"x": "a", "y": "b"}).set_index(["mix", "benchmark"])
+    assert comp.loc[("x", "EWoK"), "paper"] == 64.0 and "ewok_alt" in comp.loc[("x", "EWoK"), "note"]
+    assert pd.isna(comp.loc[("y", "EWoK"), "paper"]) and "not compared" in comp.loc[("y", "EWoK"), "note"]
+    assert comp.loc[("y", "GLUE"), "note"] == "not printed in the paper"
