@@ -225,3 +225,76 @@ def test_comparison_takes_the_authors_row_and_never_a_context_free_ewok():
     assert comp.loc[("x", "EWoK"), "paper"] == 64.0 and "ewok_alt" in comp.loc[("x", "EWoK"), "note"]
     assert pd.isna(comp.loc[("y", "EWoK"), "paper"]) and "not compared" in comp.loc[("y", "EWoK"), "note"]
     assert comp.loc[("y", "GLUE"), "note"] == "not printed in the paper"
+
+
+# ----------------------------------------------------------------------------- 2. GLUE: BabyLM training files, scaled tasks flagged
+def test_glue_train_dir_gives_the_standard_protocol_and_scaled_tasks_are_flagged(tmp_path):
+    import gzip
+    import json
+
+    import pandas as pd
+
+    from helpers import config, finetune as ft
+
+    # a BabyLM-shaped boolq.train.jsonl (same fields as the bundled validation file), grouped by passage
+    rows = [{"question": f"is it {i}?", "passage": f"passage {i // 2} about things", "label": i % 2, "idx": i}
+            for i in range(60)]
+    (tmp_path / "boolq.train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    cfg = ft.finetune_config("berttime", train_dir=str(tmp_path), max_eval_examples=50)
+    assert ft.train_file("boolq", tmp_path).endswith("boolq.train.jsonl")
+    assert ft.train_file("qqp", tmp_path) is None and ft.train_file("cola", tmp_path).endswith("cola.train.jsonl.gz")
+    d = ft.prepare_task("boolq", cfg)
+    assert d.protocol == ft.STANDARD and len(d.train) + len(d.dev) == 60
+    assert len(d.tests["boolq"]) == 50  # reported on the validation file, not a carved part of it
+    assert ft.prepare_task("boolq", ft.finetune_config("berttime", max_eval_examples=50)).protocol == ft.SCALED
+    assert any("boolq.train.jsonl" in k for k in ft.data_files("boolq", tmp_path))
+    # no train_dir: the config (and so the cache fingerprint) is the one it was before the parameter existed
+    assert "train_dir" not in ft.finetune_config("berttime").to_dict()
+    df = pd.DataFrame({"task": ["boolq", "cola", "qqp"], "protocol": [ft.STANDARD, ft.STANDARD, ft.SCALED], "score": [0.6, 0.1, 0.5]})
+    assert ft.scaled_tasks(df) == ["qqp"] and "qqp (1 of 3 tasks" in ft.protocol_note(df)
+    assert ft.protocol_note(df, ["boolq", "cola"]) == ""
+    p = config.read_yaml(config.params_file("paper", "05_evaluation"))
+    assert p["glue"]["train_dir"] and ft.finetune_config(p["glue"]).train_dir == p["glue"]["train_dir"]
+
+
+# ----------------------------------------------------------------------------- 5. the real TinyStoriesInstruct files
+INSTRUCT_FILE = """Features: Dialogue
+Words: quit, oak, gloomy
+Summary: Sara and Ben were playing in the park, but Sara wanted to go home because it was cold and dark.
+Story: 
+Sara and Ben were playing in the park. "I want to quit," said Sara. The oak tree looked gloomy.
+Ben said, "Let's go home."
+<|endoftext|>
+Random sentence: The cat sat on the mat.
+Words: cat, mat, nap
+Story: 
+The cat sat on the mat. It took a nap in the sun.
+<|endoftext|>
+This document has no story line at all.
+<|endoftext|>
+Summary: A girl loses her hat.
+Story: 
+Lily lost her hat. She found it under â€œthe bedâ€\x9d.
+<|endoftext|>
+Features: Twist
+Story: 
+Once upon a ti"""
+
+
+def test_real_tinystories_instruct_file_is_parsed(tmp_path):
+    from helpers import data, story_eval
+
+    f = tmp_path / "TinyStoriesInstruct-valid.txt"
+    f.write_text(INSTRUCT_FILE, encoding="utf-8")
+    c = data.load_tinystories_instruct(f)
+    assert len(c) == 3 and c.n_malformed == 1 and c.n_dropped_truncated == 1 and c.n_repaired == 1
+    d = c.documents[0]
+    assert d.fields[0] == ("Features", "Dialogue") and d.words == ["quit", "oak", "gloomy"]
+    assert d.story.startswith("Sara and Ben") and d.story.endswith('go home."')
+    assert story_eval.parse_instruct(d.text).words == ["quit", "oak", "gloomy"]  # round trip
+    assert "“the bed”" in c.documents[2].story
+    total = sum(data.count_words(x.text) for x in c.documents)
+    assert len(data.instruct_budget(c.documents, total, seed=0)) == 3
+    picked = data.instruct_budget(c.documents, total - 1, seed=0)
+    assert len(picked) < 3 and sum(data.count_words(x.text) for x in picked) <= total - 1
+    assert picked == data.instruct_budget(c.documents, total - 1, seed=0)
