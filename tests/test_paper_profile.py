@@ -85,7 +85,7 @@ def test_full_budget_is_all_stories_but_the_heldout_reserve(tmp_path):
     e = ledger["tiny-440M"]
     assert e.budget == 440_000_000 and e.words == total - sum(data.count_words(stories[i]) for i in held)
     assert "held-out reserve" in e.note
-    with pytest.raises(B.BudgetError, match="largest"):
+    with pytest.raises(B.BudgetError, match="largest of the budgets"):
         B.plan_budgets(corpus.stories, [1000, 2000], 42, 1500, full_budget=1000)
     # without full_budget a 440M budget is refused as before
     with pytest.raises(B.BudgetError, match="exceeds"):
@@ -282,11 +282,11 @@ Once upon a ti"""
 
 
 def test_real_tinystories_instruct_file_is_parsed(tmp_path):
-    from helpers import data, story_eval
+    from helpers import data, instruct_files, story_eval
 
     f = tmp_path / "TinyStoriesInstruct-valid.txt"
     f.write_text(INSTRUCT_FILE, encoding="utf-8")
-    c = data.load_tinystories_instruct(f)
+    c = instruct_files.load_tinystories_instruct(f)
     assert len(c) == 3 and c.n_malformed == 1 and c.n_dropped_truncated == 1 and c.n_repaired == 1
     d = c.documents[0]
     assert d.fields[0] == ("Features", "Dialogue") and d.words == ["quit", "oak", "gloomy"]
@@ -294,7 +294,59 @@ def test_real_tinystories_instruct_file_is_parsed(tmp_path):
     assert story_eval.parse_instruct(d.text).words == ["quit", "oak", "gloomy"]  # round trip
     assert "“the bed”" in c.documents[2].story
     total = sum(data.count_words(x.text) for x in c.documents)
-    assert len(data.instruct_budget(c.documents, total, seed=0)) == 3
-    picked = data.instruct_budget(c.documents, total - 1, seed=0)
+    assert len(instruct_files.instruct_budget(c.documents, total, seed=0)) == 3
+    picked = instruct_files.instruct_budget(c.documents, total - 1, seed=0)
     assert len(picked) < 3 and sum(data.count_words(x.text) for x in picked) <= total - 1
-    assert picked == data.instruct_budget(c.documents, total - 1, seed=0)
+    assert picked == instruct_files.instruct_budget(c.documents, total - 1, seed=0)
+
+
+# ----------------------------------------------------------------------------- 6. the 100M strict track
+def test_strict_100m_track_profile(tmp_path):
+    from helpers import budgets as B, config, runner
+    from helpers.data import Document
+
+    assert "paper-100m" in config.PROFILES
+    runner.plan("paper-100m", runner.notebooks())
+    p01 = config.load_params("paper-100m", "01")
+    assert all("train_100M" in f for fs in p01["babylm_files"].values() for f in fs)
+    assert p01["tiny_budgets"] == [50_000_000, 100_000_000] == p01["baby_budgets"]
+    assert p01["track_budget"] == B.TRACKS["strict"] == p01["paper_track_budget"]
+    assert config.load_params("paper-100m", "03")["generator"] == "tiny-50M"
+    p04 = config.load_params("paper-100m", "04")
+    assert p04["track_budget"] == 100_000_000
+    mixes = {m["name"]: m["corpora"] for m in p04["mixes"]}
+    assert mixes["baby-50M+tiny-50M+gen-nucleus-1"] == ["baby-50M", "tiny-50M", "gen-tiny-50M-nucleus-1"]
+    p05 = config.load_params("paper-100m", "05")
+    assert p05["paper_table"] == "table3_strict_100m" and config.load_params("paper", "05")["paper_table"] == "table2_strict_small_10m"
+    import pandas as pd
+
+    t3 = pd.read_csv(config.repo_root() / "params" / "paper_reference" / "table3_strict_100m.csv")
+    assert set(p05["paper_equivalents"].values()) <= set(t3["training_data"])
+    assert set(p05["encoders"]) == set(mixes)
+    # a baby sample that is "all of train_100M": every training document, held-out documents from the dev files
+    docs = [Document("childes", "w " * 10) for _ in range(30)]
+    dev = [Document("childes", "d " * 10) for _ in range(10)]
+    stories = [f"story {i} " + "w " * 8 for i in range(40)]
+    led = B.prepare_corpora(tmp_path, stories, {}, docs, {}, [100, 200], [150, 100_000_000], 0, heldout_max_words=50,
+                            baby_full_budget=100_000_000, baby_heldout_docs=dev)
+    assert led["baby-100M"].words == 300 and len(B.read_corpus(tmp_path / "baby-heldout.jsonl")) == 5
+    assert all(r["id"].startswith("dev-") for r in B.read_corpus(tmp_path / "baby-heldout.jsonl"))
+
+
+def test_instruct_decoder_plans_on_the_real_files(tmp_path, real_stories, decoder_tokenizer):
+    from helpers import budgets as B, config, instruct_files
+
+    run = tmp_path / "runs"
+    (run / "data").mkdir(parents=True)
+    B.prepare_corpora(run / "data", real_stories, {}, [], {}, [20_000], [], 0, heldout_max_words=3_000)
+    decoder_tokenizer.save_pretrained(run / "tokenizers" / "decoder-tiny-20k")
+    docs = "\n<|endoftext|>\n".join(f"Words: cat, hat\nFeatures: Dialogue\nStory: \n{s}" for s in real_stories[:120])
+    (tmp_path / "TinyStoriesInstruct-train.txt").write_text(docs + "\n<|endoftext|>\n", encoding="utf-8")
+    (tmp_path / "TinyStoriesInstruct-valid.txt").write_text(docs + "\n<|endoftext|>\n", encoding="utf-8")
+    p02 = config.load_params("smoke", "02")
+    r = instruct_files.plan_instruct_from_files(run, "tiny-20k", p02, tmp_path / "TinyStoriesInstruct-train.txt",
+                                                tmp_path / "TinyStoriesInstruct-valid.txt", seed=0, words=5_000)
+    assert 0 < r.documents < 120 and r.valid_documents == 120 and r.field_counts["Words"] == r.documents
+    assert r.examples[0].startswith("Words: cat, hat\nFeatures: Dialogue\nStory: ")
+    prompts = instruct_files.instruct_file_prompts(tmp_path / "TinyStoriesInstruct-valid.txt", 5, seed=0)
+    assert len(prompts) == 5 and all(str(p.story_id).startswith("valid-") and p.ending for p in prompts)

@@ -93,7 +93,7 @@ def plan_budgets(texts: Sequence[str], budgets: Iterable[int], seed: int, heldou
         return nested, (heldout_stories(texts, nested, seed, heldout_max_words) if heldout_max_words else [])
     full_budget = int(full_budget)
     if not budgets or full_budget != budgets[-1]:
-        raise BudgetError(f"full_budget {full_budget:,} must be the largest of the TinyStories budgets {budgets}")
+        raise BudgetError(f"full budget {full_budget:,} must be the largest of the budgets {budgets}")
     held = reserve_heldout(texts, seed, heldout_max_words) if heldout_max_words else []
     reserved = set(held)
     pool = [i for i in shuffled_order(len(texts), seed) if i not in reserved]
@@ -411,6 +411,8 @@ def prepare_corpora(
     seed: int,
     heldout_max_words: int = 0,
     full_budget: int | None = None,
+    baby_full_budget: int | None = None,
+    baby_heldout_docs: Sequence[Document] | None = None,
 ) -> Ledger:
     """Write the nested TinyStories budgets (``tiny-<B>.jsonl``) and BabyLM samples (``baby-<B>.jsonl``) under
     ``out_dir`` and register them in ``out_dir/ledger.json``. Each row: ``{"id", "source", "text"}``; TinyStories
@@ -419,7 +421,10 @@ def prepare_corpora(
     ``tiny-heldout.jsonl`` (held-out stories with real boundaries, used for validation losses), and likewise the
     BabyLM documents outside the largest BabyLM sample to ``baby-heldout.jsonl``.
     ``full_budget``: the largest TinyStories budget means "all stories but the held-out reserve" (see
-    :func:`plan_budgets`); its ledger entry keeps the nominal budget and records the words actually taken."""
+    :func:`plan_budgets`); its ledger entry keeps the nominal budget and records the words actually taken.
+    ``baby_full_budget``: the same for the largest BabyLM sample (e.g. "all of train_10M", nominally 10M words).
+    ``baby_heldout_docs`` (e.g. the BabyLM dev files): the BabyLM held-out documents come from them instead of the
+    training documents, so that a full BabyLM sample keeps every training document."""
     from .artifacts import write_jsonl
 
     out = Path(out_dir)
@@ -438,26 +443,31 @@ def prepare_corpora(
                         path=f"{name}.jsonl", note=note),
             save=False,
         )
-    order = shuffled_order(len(baby_docs), seed)
-    counts = [d.words for d in baby_docs]
+    reserve = 0 if baby_heldout_docs is not None else heldout_max_words
+    baby_nested, baby_held = plan_budgets([d.text for d in baby_docs], baby_budgets, seed, reserve, baby_full_budget) \
+        if baby_budgets else ({}, [])
     if heldout_max_words and baby_budgets:
-        used = set(take_prefix(counts, order, max(int(x) for x in baby_budgets)))
-        rest, n = [], 0
-        for i in (i for i in order if i not in used):
-            if n + counts[i] > heldout_max_words:
-                break
-            rest.append(i)
-            n += counts[i]
-        write_jsonl(out / "baby-heldout.jsonl", ({"id": i, "source": baby_docs[i].source, "text": baby_docs[i].text} for i in rest))
+        if baby_heldout_docs is not None:  # held-out documents from separate files (the BabyLM dev set)
+            rows, n = [], 0
+            for i in shuffled_order(len(baby_heldout_docs), seed):
+                d = baby_heldout_docs[i]
+                if n + d.words > heldout_max_words:
+                    break
+                rows.append({"id": f"dev-{i}", "source": d.source, "text": d.text})
+                n += d.words
+            write_jsonl(out / "baby-heldout.jsonl", rows)
+        else:
+            write_jsonl(out / "baby-heldout.jsonl", ({"id": i, "source": baby_docs[i].source, "text": baby_docs[i].text} for i in baby_held))
         ledger.record_file(out / "baby-heldout.jsonl")
-    for b in sorted(int(x) for x in baby_budgets):
-        idx = take_prefix(counts, order, b)
+    for b, idx in baby_nested.items():
         name = f"baby-{fmt_words(b)}"
         write_jsonl(out / f"{name}.jsonl", ({"id": i, "source": baby_docs[i].source, "text": baby_docs[i].text} for i in idx))
         by_src: dict[str, int] = {}
         for i in idx:
-            by_src[baby_docs[i].source] = by_src.get(baby_docs[i].source, 0) + counts[i]
-        ledger.add(CorpusEntry(name, "baby", by_src, seed, dict(baby_files), b, path=f"{name}.jsonl"), save=False)
+            by_src[baby_docs[i].source] = by_src.get(baby_docs[i].source, 0) + baby_docs[i].words
+        note = (f"all {len(idx):,} documents but the held-out reserve ({len(baby_held):,}); nominal {fmt_words(b)}"
+                if baby_full_budget is not None and b == int(baby_full_budget) else "")
+        ledger.add(CorpusEntry(name, "baby", by_src, seed, dict(baby_files), b, path=f"{name}.jsonl", note=note), save=False)
     ledger.save()
     return ledger
 

@@ -288,60 +288,6 @@ def load_validation(path: str | Path) -> StoryCorpus:
     return load_running_text(p)
 
 
-@dataclass
-class InstructCorpus:
-    """Documents of a real TinyStoriesInstruct file, parsed (``helpers.story_eval.InstructDocument``)."""
-
-    documents: list
-    n_malformed: int = 0  # documents without a ``Story:`` line or with a line that is not a field
-    n_dropped_truncated: int = 0
-    n_repaired: int = 0
-    files: dict[str, str] = field(default_factory=dict)
-
-    def __len__(self) -> int:
-        return len(self.documents)
-
-    @property
-    def texts(self) -> list[str]:
-        return [d.text for d in self.documents]
-
-
-def load_tinystories_instruct(source: str | Path, limit: int | None = None) -> InstructCorpus:
-    """The real TinyStoriesInstruct files (Eldan & Li 2023; ``TinyStoriesInstruct-{train,valid}.txt`` of
-    ``roneneldan/TinyStoriesInstruct``): documents separated by ``<|endoftext|>``, each a few ``Features:`` /
-    ``Words:`` / ``Summary:`` / ``Random sentence:`` lines and then ``Story:`` and the story. Every document is
-    parsed with :func:`helpers.story_eval.parse_instruct` and kept as an ``InstructDocument`` (fields in their
-    order, the story after ``Story:``, mojibake repaired); documents that do not parse are counted and skipped, a
-    byte-truncated last document is dropped. ``limit`` keeps the first ``limit`` documents. (The cpu profile has no
-    such file and derives its Instruct documents from the stories, ``story_eval.build_instruct_document``.)"""
-    from .story_eval import InstructDocument, parse_instruct
-
-    corpus = load_tinystories(source)  # <|endoftext|>-separated, repaired, truncated tail dropped
-    docs, bad = [], 0
-    for text in corpus.stories:
-        try:
-            parsed = parse_instruct(text)
-        except ValueError:
-            bad += 1
-            continue
-        if parsed.story is None or not parsed.story.strip():
-            bad += 1
-            continue
-        docs.append(InstructDocument(list(parsed.fields), parsed.story.strip()))
-        if limit is not None and len(docs) >= limit:
-            break
-    return InstructCorpus(docs, bad, corpus.n_dropped_truncated, corpus.n_repaired, corpus.files)
-
-
-def instruct_budget(documents: Sequence, budget: int, seed: int) -> list:
-    """Whole Instruct documents, after one seeded shuffle, until adding the next would exceed ``budget`` words
-    (instructions and story both count: the instructions are training data too); as :mod:`helpers.budgets`."""
-    from .budgets import shuffled_order, take_prefix
-
-    counts = [count_words(d.text) for d in documents]
-    return [documents[i] for i in take_prefix(counts, shuffled_order(len(documents), seed), int(budget))]
-
-
 # ----------------------------------------------------------------------------- BabyLM
 @dataclass
 class Document:
