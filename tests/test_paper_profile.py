@@ -350,3 +350,12 @@ def test_instruct_decoder_plans_on_the_real_files(tmp_path, real_stories, decode
     assert r.examples[0].startswith("Words: cat, hat\nFeatures: Dialogue\nStory: ")
     prompts = instruct_files.instruct_file_prompts(tmp_path / "TinyStoriesInstruct-valid.txt", 5, seed=0)
     assert len(prompts) == 5 and all(str(p.story_id).startswith("valid-") and p.ending for p in prompts)
+
+
+def test_template_check_reuses_known_plain_runs():
+    names = D.story_names(STORIES) | {"Sue", "Sam"}
+    swapped = STORIES[0].replace("Lily", "Sue").replace("Tom", "Sam")
+    idx = D.NGramIndex(STORIES, n=3)
+    runs = [idx.longest_shared_run(swapped).length]
+    assert D.template_matches([swapped], STORIES, names=names, plain_runs=runs) == \
+        D.template_matches([swapped], STORIES, names=names, index=idx)

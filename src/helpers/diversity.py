@@ -957,6 +957,7 @@ def template_matches(
     min_words: int = 20,
     index: NGramIndex | None = None,
     masked_index: NGramIndex | None = None,
+    plain_runs: Sequence[int] | None = None,
 ) -> list[dict]:
     """The template check of memorisation: a completion that retells a training story with the names swapped is a
     copy that :meth:`NGramIndex.longest_shared_run` misses, because every name breaks the run. Names (``names``, by
@@ -964,16 +965,18 @@ def template_matches(
     measured again. Per completion: ``run`` (words shared, names kept), ``masked_run`` (names masked), ``story_id``
     (of the masked match) and ``template`` (True when the masked run reaches ``min_words`` and the plain one does
     not: a copy hidden only by names). Pass ``index`` (an :class:`NGramIndex` of the *unmasked* stories) and
-    ``masked_index`` (one of the stories after :func:`mask_names` with the same ``names``) to reuse them."""
+    ``masked_index`` (one of the stories after :func:`mask_names` with the same ``names``) to reuse them, and
+    ``plain_runs`` (the completions' longest shared runs with the unmasked stories) when they are known already."""
     if names is None:
         names = story_names([*stories, *completions])
     if masked_index is None:
         masked_index = NGramIndex([mask_names(s, names) for s in stories], n=n)
-    plain_index = index if index is not None else NGramIndex(list(stories), n=n)
+    if plain_runs is None:
+        plain_index = index if index is not None else NGramIndex(list(stories), n=n)
+        plain_runs = [plain_index.longest_shared_run(c).length for c in completions]
     out = []
-    for c in completions:
-        plain = plain_index.longest_shared_run(c)
+    for c, plain in zip(completions, plain_runs):
         masked = masked_index.longest_shared_run(mask_names(c, names))
-        out.append({"run": plain.length, "masked_run": masked.length, "story_id": masked.story_id,
-                    "template": masked.length >= min_words > plain.length})
+        out.append({"run": int(plain), "masked_run": masked.length, "story_id": masked.story_id,
+                    "template": masked.length >= min_words > plain})
     return out
