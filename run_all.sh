@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # storybench: set-up plus the study, or the tests.
-#   ./run_all.sh [--profile smoke|cpu|paper] [--only 01,03] [--from 02]   run the notebooks (default profile: cpu)
+#   ./run_all.sh [--profile smoke|cpu|paper|paper-100m] [--only 01,03] [--from 02]   run the notebooks (default profile: cpu)
 #   ./run_all.sh --tests [pytest args]                                   run the test suite
 #   ./run_all.sh --setup                                                 only create/refresh .venv
 # The first call creates .venv (or $STORYBENCH_VENV) and installs the project into it.

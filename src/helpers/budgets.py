@@ -5,8 +5,8 @@
   code's prefixes of the train file).
 * BabyLM is sampled at document level the same way (seeded shuffle of documents, then a prefix).
 * The **ledger** records, for every corpus, its words by source, the input file checksums and the seed, and
-  checks the challenge rule |D_baby| + |D_tiny| ≤ track budget (D_gen is free, but its generator must have been
-  trained within the budget).
+  checks the challenge rule |D_baby| + |D_tiny ∪ generator corpus| ≤ track budget (D_gen itself is free, but the
+  corpus its generator was trained on counts, and its prompts must come from stories inside that union).
 """
 from __future__ import annotations
 
@@ -64,6 +64,45 @@ def nested_budgets(texts: Sequence[str], budgets: Iterable[int], seed: int) -> d
     counts = [count_words(t) for t in texts]
     order = shuffled_order(len(texts), seed)
     return {int(b): take_prefix(counts, order, int(b)) for b in sorted(budgets)}
+
+
+def reserve_heldout(texts: Sequence[str], seed: int, max_words: int) -> list[int]:
+    """Indices of the held-out reserve of a "full" budget: whole stories from the **end** of the seeded shuffle, up to
+    ``max_words`` words (in shuffle order). The full budget is every other story."""
+    order = shuffled_order(len(texts), seed)
+    out, n = [], 0
+    for i in reversed(order):
+        w = count_words(texts[i])
+        if n + w > max_words:
+            break
+        out.append(i)
+        n += w
+    return out[::-1]
+
+
+def plan_budgets(texts: Sequence[str], budgets: Iterable[int], seed: int, heldout_max_words: int = 0,
+                 full_budget: int | None = None) -> tuple[dict[int, list[int]], list[int]]:
+    """``(budget -> indices, held-out indices)``. Without ``full_budget``, :func:`nested_budgets` and the held-out
+    stories after the largest budget (:func:`heldout_stories`). With ``full_budget`` (one of ``budgets``, the largest:
+    the paper's "all of TinyStories", nominally 440M words), a held-out reserve of ``heldout_max_words`` is first set
+    aside from the end of the shuffle (:func:`reserve_heldout`), every budget takes a prefix of the rest, and the full
+    budget takes all of the rest whatever its word count (nested still: the smaller budgets are prefixes of it)."""
+    budgets = sorted(int(b) for b in budgets)
+    if full_budget is None:
+        nested = nested_budgets(texts, budgets, seed)
+        return nested, (heldout_stories(texts, nested, seed, heldout_max_words) if heldout_max_words else [])
+    full_budget = int(full_budget)
+    if not budgets or full_budget != budgets[-1]:
+        raise BudgetError(f"full budget {full_budget:,} must be the largest of the budgets {budgets}")
+    held = reserve_heldout(texts, seed, heldout_max_words) if heldout_max_words else []
+    reserved = set(held)
+    pool = [i for i in shuffled_order(len(texts), seed) if i not in reserved]
+    counts = [count_words(t) for t in texts]
+    nested = {b: take_prefix(counts, pool, b) for b in budgets[:-1]}
+    if budgets[:-1] and len(nested[budgets[-2]]) == len(pool):
+        raise BudgetError(f"the full budget would hold no more stories than the {budgets[-2]:,}-word budget; add data")
+    nested[full_budget] = pool
+    return nested, held
 
 
 def heldout_stories(texts: Sequence[str], nested: dict[int, list[int]], seed: int, max_words: int) -> list[int]:
@@ -214,10 +253,81 @@ class Ledger:
             extra["checksums"] = self.checksums
         write_json(self.path, {"corpora": [asdict(e) for e in self.entries.values()], **extra})
 
+    def _ids_words(self, name: str) -> dict | None:
+        """``story id -> words`` of a corpus whose file is present (None when it is not)."""
+        from .artifacts import read_jsonl
+
+        e = self[name]
+        if not (e.path and self.path and (self.path.parent / e.path).is_file()):
+            return None
+        return {r["id"]: count_words(r["text"]) for r in read_jsonl(self.path.parent / e.path)}
+
+    def _union_words(self, names: Sequence[str]) -> tuple[int, set | None]:
+        """Words of the union of corpora (of one kind) and the union's story ids (None when a file is missing).
+        Corpora that are nested budgets of one shuffle (same kind, seed and input files, written by
+        :func:`prepare_corpora`) have the largest as their union; otherwise the files are read and the union is taken
+        story by story (without files, the words are added up: an upper bound)."""
+        names = list(dict.fromkeys(names))
+        if not names:
+            return 0, set()
+        es = [self[n] for n in names]
+        tables = [self._ids_words(n) for n in names]
+        ids = None if any(t is None for t in tables) else set().union(*tables)
+        if len(names) == 1:
+            return es[0].words, ids
+        if all(e.kind in ("tiny", "baby") and e.kind == es[0].kind and e.seed == es[0].seed and e.files == es[0].files
+               and e.budget is not None for e in es):
+            return max(e.words for e in es), ids
+        if ids is None:
+            return sum(e.words for e in es), None
+        merged: dict = {}
+        for t in tables:
+            merged.update(t)
+        return sum(merged.values()), ids
+
+    def rule_words(self, names: Sequence[str]) -> dict[str, int]:
+        """The words the challenge rule counts for a mix: ``baby`` = |D_baby ∪ generator corpora of kind baby|,
+        ``tiny`` = |D_tiny ∪ generator corpora of kind tiny|, and ``counted`` = their sum. A generator's training
+        corpus counts because the rule lets a model generate data only from data inside the budget: the stories the
+        generator saw are part of the mix's data whether or not the mix also trains on them."""
+        groups: dict[str, list[str]] = {"baby": [], "tiny": []}
+        for n in names:
+            e = self[n]
+            if e.kind in groups:
+                groups[e.kind].append(n)
+            else:
+                g = self[e.generator_corpus]
+                if g.kind in groups:
+                    groups[g.kind].append(g.name)
+        out = {k: self._union_words(v)[0] for k, v in groups.items()}
+        out["counted"] = out["baby"] + out["tiny"]
+        return out
+
+    def check_prompts(self, gen_name: str, names: Sequence[str]) -> list[str]:
+        """Problems with the prompts of generated corpus ``gen_name`` in a mix ``names``: every prompt's story id
+        (``story_id`` of its rows) must lie in D_tiny ∪ the generator's corpus (of the generator corpus's kind), i.e.
+        the generator completed stories that the mix is allowed to hold. Empty when the files are not present."""
+        from .artifacts import read_jsonl
+
+        e = self[gen_name]
+        if not (e.path and self.path and (self.path.parent / e.path).is_file()):
+            return []
+        g = self[e.generator_corpus]
+        _, ids = self._union_words([n for n in names if self[n].kind == g.kind] + [g.name])
+        if ids is None:
+            return []
+        prompt_ids = {r["story_id"] for r in read_jsonl(self.path.parent / e.path) if "story_id" in r}
+        outside = sorted(prompt_ids - ids, key=str)
+        if outside:
+            return [f"{len(outside):,} prompt(s) of {gen_name!r} come from stories outside D_{g.kind} ∪ {g.name!r} "
+                    f"(story ids {', '.join(map(str, outside[:5]))}{' …' if len(outside) > 5 else ''})"]
+        return []
+
     def check_mix(self, names: Sequence[str], track_budget: int, allow_over_budget: bool = False) -> dict[str, int]:
-        """Words per kind of a mix; raises :class:`BudgetError` if |D_baby| + |D_tiny| > ``track_budget`` or a
-        generator was trained on more than the track budget (unless ``allow_over_budget``). The track budget is
-        notebook 01's (recorded in the ledger): another value is refused."""
+        """Words per kind of a mix; raises :class:`BudgetError` if |D_baby| + |D_tiny ∪ generator corpora| > ``track_budget``
+        (:meth:`rule_words`), a generator was trained on more than the track budget, or a generated corpus's prompts
+        come from stories outside that union (:meth:`check_prompts`), unless ``allow_over_budget``. The track budget
+        is notebook 01's (recorded in the ledger): another value is refused."""
         if self.track_budget is not None and int(track_budget) != self.track_budget:
             raise BudgetError(
                 f"track_budget {int(track_budget):,} differs from the ledger's {self.track_budget:,}, which notebook 01 "
@@ -226,7 +336,7 @@ class Ledger:
             )
         words = {"baby": 0, "tiny": 0, "gen": 0}
         problems = []
-        for n in names:
+        for n in dict.fromkeys(names):
             e = self[n]
             words[e.kind] += e.words
             if e.kind == "gen":
@@ -235,10 +345,13 @@ class Ledger:
                     problems.append(
                         f"the generator of {n!r} was trained on {g.name!r} ({g.words:,} words) > track budget {track_budget:,}"
                     )
-        counted = words["baby"] + words["tiny"]
-        if counted > track_budget:
+                problems += self.check_prompts(n, names)
+        rule = self.rule_words(names)
+        if rule["counted"] > track_budget:
+            gens = sorted({self[n].generator_corpus for n in names if self[n].kind == "gen"})
+            what = "|D_baby| + |D_tiny" + (f" ∪ {', '.join(gens)}" if gens else "") + "|"
             problems.append(
-                f"|D_baby| + |D_tiny| = {words['baby']:,} + {words['tiny']:,} = {counted:,} words > track budget {track_budget:,}"
+                f"{what} = {rule['baby']:,} + {rule['tiny']:,} = {rule['counted']:,} words > track budget {track_budget:,}"
             )
         if problems and not allow_over_budget:
             raise BudgetError(
@@ -281,7 +394,8 @@ class Ledger:
             except BudgetError:
                 verdict = "refused"
             rows.append({"mix": " + ".join(mix), **{f"|D_{k}|": v for k, v in words.items()},
-                         "|D_baby|+|D_tiny|": words["baby"] + words["tiny"], "track budget": track_budget, "rule": verdict})
+                         "counted (|D_baby| + |D_tiny ∪ generator corpus|)": self.rule_words(mix)["counted"],
+                         "track budget": track_budget, "rule": verdict})
         return pd.DataFrame(rows)
 
 
@@ -296,49 +410,64 @@ def prepare_corpora(
     baby_budgets: Iterable[int],
     seed: int,
     heldout_max_words: int = 0,
+    full_budget: int | None = None,
+    baby_full_budget: int | None = None,
+    baby_heldout_docs: Sequence[Document] | None = None,
 ) -> Ledger:
     """Write the nested TinyStories budgets (``tiny-<B>.jsonl``) and BabyLM samples (``baby-<B>.jsonl``) under
     ``out_dir`` and register them in ``out_dir/ledger.json``. Each row: ``{"id", "source", "text"}``; TinyStories
     ids are indices into ``tiny_stories`` so later stages can point back at the exact training story.
     With ``heldout_max_words`` the stories outside the largest budget (up to that many words) are written to
     ``tiny-heldout.jsonl`` (held-out stories with real boundaries, used for validation losses), and likewise the
-    BabyLM documents outside the largest BabyLM sample to ``baby-heldout.jsonl``."""
+    BabyLM documents outside the largest BabyLM sample to ``baby-heldout.jsonl``.
+    ``full_budget``: the largest TinyStories budget means "all stories but the held-out reserve" (see
+    :func:`plan_budgets`); its ledger entry keeps the nominal budget and records the words actually taken.
+    ``baby_full_budget``: the same for the largest BabyLM sample (e.g. "all of train_10M", nominally 10M words).
+    ``baby_heldout_docs`` (e.g. the BabyLM dev files): the BabyLM held-out documents come from them instead of the
+    training documents, so that a full BabyLM sample keeps every training document."""
     from .artifacts import write_jsonl
 
     out = Path(out_dir)
     ledger = Ledger(out / "ledger.json")
-    nested = nested_budgets(tiny_stories, tiny_budgets, seed)
+    nested, held = plan_budgets(tiny_stories, tiny_budgets, seed, heldout_max_words, full_budget)
     if heldout_max_words:
-        write_jsonl(out / "tiny-heldout.jsonl", ({"id": i, "source": "tinystories", "text": tiny_stories[i]}
-                                                 for i in heldout_stories(tiny_stories, nested, seed, heldout_max_words)))
+        write_jsonl(out / "tiny-heldout.jsonl", ({"id": i, "source": "tinystories", "text": tiny_stories[i]} for i in held))
         ledger.record_file(out / "tiny-heldout.jsonl")
     for b, idx in nested.items():
         name = f"tiny-{fmt_words(b)}"
         write_jsonl(out / f"{name}.jsonl", ({"id": i, "source": "tinystories", "text": tiny_stories[i]} for i in idx))
+        note = (f"all {len(idx):,} stories but the held-out reserve ({len(held):,} stories); nominal {fmt_words(b)}"
+                if full_budget is not None and b == int(full_budget) else "")
         ledger.add(
-            CorpusEntry(name, "tiny", {"tinystories": sum(count_words(tiny_stories[i]) for i in idx)}, seed, dict(tiny_files), b, path=f"{name}.jsonl"),
+            CorpusEntry(name, "tiny", {"tinystories": sum(count_words(tiny_stories[i]) for i in idx)}, seed, dict(tiny_files), b,
+                        path=f"{name}.jsonl", note=note),
             save=False,
         )
-    order = shuffled_order(len(baby_docs), seed)
-    counts = [d.words for d in baby_docs]
+    reserve = 0 if baby_heldout_docs is not None else heldout_max_words
+    baby_nested, baby_held = plan_budgets([d.text for d in baby_docs], baby_budgets, seed, reserve, baby_full_budget) \
+        if baby_budgets else ({}, [])
     if heldout_max_words and baby_budgets:
-        used = set(take_prefix(counts, order, max(int(x) for x in baby_budgets)))
-        rest, n = [], 0
-        for i in (i for i in order if i not in used):
-            if n + counts[i] > heldout_max_words:
-                break
-            rest.append(i)
-            n += counts[i]
-        write_jsonl(out / "baby-heldout.jsonl", ({"id": i, "source": baby_docs[i].source, "text": baby_docs[i].text} for i in rest))
+        if baby_heldout_docs is not None:  # held-out documents from separate files (the BabyLM dev set)
+            rows, n = [], 0
+            for i in shuffled_order(len(baby_heldout_docs), seed):
+                d = baby_heldout_docs[i]
+                if n + d.words > heldout_max_words:
+                    break
+                rows.append({"id": f"dev-{i}", "source": d.source, "text": d.text})
+                n += d.words
+            write_jsonl(out / "baby-heldout.jsonl", rows)
+        else:
+            write_jsonl(out / "baby-heldout.jsonl", ({"id": i, "source": baby_docs[i].source, "text": baby_docs[i].text} for i in baby_held))
         ledger.record_file(out / "baby-heldout.jsonl")
-    for b in sorted(int(x) for x in baby_budgets):
-        idx = take_prefix(counts, order, b)
+    for b, idx in baby_nested.items():
         name = f"baby-{fmt_words(b)}"
         write_jsonl(out / f"{name}.jsonl", ({"id": i, "source": baby_docs[i].source, "text": baby_docs[i].text} for i in idx))
         by_src: dict[str, int] = {}
         for i in idx:
-            by_src[baby_docs[i].source] = by_src.get(baby_docs[i].source, 0) + counts[i]
-        ledger.add(CorpusEntry(name, "baby", by_src, seed, dict(baby_files), b, path=f"{name}.jsonl"), save=False)
+            by_src[baby_docs[i].source] = by_src.get(baby_docs[i].source, 0) + baby_docs[i].words
+        note = (f"all {len(idx):,} documents but the held-out reserve ({len(baby_held):,}); nominal {fmt_words(b)}"
+                if baby_full_budget is not None and b == int(baby_full_budget) else "")
+        ledger.add(CorpusEntry(name, "baby", by_src, seed, dict(baby_files), b, path=f"{name}.jsonl", note=note), save=False)
     ledger.save()
     return ledger
 

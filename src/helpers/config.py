@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-PROFILES = ("smoke", "cpu", "paper")
+PROFILES = ("smoke", "cpu", "paper", "paper-100m")  # paper-100m: the 100M-word strict track (Tables 3-7)
 
 
 def repo_root() -> Path:

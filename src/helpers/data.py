@@ -134,6 +134,7 @@ class StoryCorpus:
     n_dropped_truncated: int = 0
     n_dropped_empty: int = 0
     files: dict[str, str] = field(default_factory=dict)
+    unit: str = "stories"  # "paragraphs" for running text without story boundaries
 
     def __len__(self) -> int:
         return len(self.stories)
@@ -272,7 +273,19 @@ def load_running_text(path: str | Path, min_words: int = 1) -> StoryCorpus:
     text = read_text(p)
     paras = [x for x in re.split(r"\n\s*\n", text) if count_words(x) >= min_words]
     name = re.sub(r"(\.txt)?(\.gz)?$", "", p.name)
-    return _finish(paras, name, False, {p.name: _LOADED[str(p)]})
+    corpus = _finish(paras, name, False, {p.name: _LOADED[str(p)]})
+    corpus.unit = "paragraphs"
+    return corpus
+
+
+def load_validation(path: str | Path) -> StoryCorpus:
+    """The TinyStories validation file: whole stories when the file marks boundaries with ``<|endoftext|>`` (the
+    official ``TinyStoriesV2-GPT4-valid.txt`` and ``TinyStories-valid.txt``), else blank-line separated paragraphs
+    of running text (the bundled HF export, which has no boundaries)."""
+    p = resolve(path)
+    if p.is_file() and re.search(r"\.txt(\.gz)?$", p.name) and EOT in read_text(p):
+        return load_tinystories(p)
+    return load_running_text(p)
 
 
 # ----------------------------------------------------------------------------- BabyLM

@@ -175,22 +175,38 @@ def _field(row: dict, path: str) -> Any:
     return row
 
 
-def read_rows(task: str, split: str) -> list[dict]:
-    """Raw rows of ``{task}.{split}.jsonl.gz`` (checksum-verified)."""
+def read_rows(task: str, split: str, path: str | Path | None = None) -> list[dict]:
+    """Raw rows of ``{task}.{split}.jsonl.gz`` (checksum-verified), or of ``path`` when given."""
     spec = TASKS[task]
-    path = spec.file(split)
-    return read_jsonl_rows(path)
+    return read_jsonl_rows(path or spec.file(split))
 
 
-def load_examples(task: str, split: str) -> list[Example]:
-    """Examples of one bundled file (``split`` = ``train`` or ``valid``), labels checked against the task."""
+def train_file(task: str, train_dir: str | Path | None = None) -> str | None:
+    """The training file of ``task``: ``{train_dir}/{task}.train.jsonl`` (or ``.jsonl.gz``) when ``train_dir`` holds
+    it (the BabyLM 2024 (Super)GLUE files, e.g. the full ``glue_filtered`` folder of the evaluation pipeline), else
+    the bundled one when there is one, else None (the task then runs the scaled protocol)."""
+    from .data import resolve
+
+    if train_dir:
+        for suffix in (".train.jsonl", ".train.jsonl.gz"):
+            try:
+                return str(resolve(Path(train_dir) / f"{task}{suffix}"))
+            except FileNotFoundError:
+                pass
+    return TASKS[task].file("train") if TASKS[task].has_train else None
+
+
+def load_examples(task: str, split: str, path: str | Path | None = None) -> list[Example]:
+    """Examples of one bundled file (``split`` = ``train`` or ``valid``), labels checked against the task; ``path``
+    reads another file of the same format (a BabyLM training file from ``train_dir``)."""
     if task not in TASKS:
         raise ValueError(f"unknown task {task!r}; known: {', '.join(TASK_NAMES)}")
     spec = TASKS[task]
-    if split == "train" and not spec.has_train:
-        raise DataError(f"{task} has no bundled train file (see data/SOURCES.md); use the scaled protocol")
+    if split == "train" and not spec.has_train and path is None:
+        raise DataError(f"{task} has no bundled train file (see data/SOURCES.md); use the scaled protocol or give "
+                        "the BabyLM training files (fine-tuning parameter train_dir)")
     out = []
-    for i, row in enumerate(read_rows(task, split)):
+    for i, row in enumerate(read_rows(task, split, path)):
         missing = [f for f in spec.fields + ("label",) if f not in row]
         if missing:
             raise DataError(f"{spec.file(split)} row {i}: missing field(s) {missing}")
@@ -274,6 +290,7 @@ class FinetuneConfig:
     carve_fractions: tuple[float, float, float] = (0.7, 0.1, 0.2)  # scaled tasks: train/dev/test of validation
     max_train_examples: Optional[int] = None
     max_eval_examples: Optional[int] = None  # cap on each of dev and every test split
+    train_dir: Optional[str] = None  # folder of the BabyLM {task}.train.jsonl files; tasks found there run standard
     device: str = "auto"
 
     def __post_init__(self):
@@ -297,6 +314,8 @@ class FinetuneConfig:
     def to_dict(self) -> dict:
         d = asdict(self)
         d.pop("device")  # does not change results (CPU and GPU runs share a cache entry)
+        if d["train_dir"] is None:
+            d.pop("train_dir")  # the files themselves are in the fingerprint (data_files); keeps older caches valid
         return d
 
     def scale_note(self) -> str:
@@ -377,13 +396,14 @@ def prepare_task(task: str, cfg: FinetuneConfig) -> TaskData:
     if spec is None:
         raise ValueError(f"unknown task {task!r}; known: {', '.join(TASK_NAMES)}")
     name = spec.name
-    if spec.has_train:
-        pool = load_examples(name, "train")
+    tfile = train_file(name, cfg.train_dir)
+    if tfile is not None:
+        pool = load_examples(name, "train", tfile)
         frac = {"train": 1 - cfg.dev_fraction, "dev": cfg.dev_fraction}
         idx = carve_splits([e.group for e in pool], frac, (cfg.split_seed, name, "dev"))
         train, dev = [pool[i] for i in idx["train"]], [pool[i] for i in idx["dev"]]
         tests = {name: load_examples(name, "valid")}
-        describe = {"train": f"train file minus dev ({1 - cfg.dev_fraction:.0%})",
+        describe = {"train": f"train file minus dev ({1 - cfg.dev_fraction:.0%})" + ("" if spec.has_train else f" ({Path(tfile).name})"),
                     "dev": f"{cfg.dev_fraction:.0%} of the train file (seeded)",
                     name: "validation file"}
     else:
@@ -402,16 +422,17 @@ def prepare_task(task: str, cfg: FinetuneConfig) -> TaskData:
     train = subsample(train, cfg.max_train_examples, cfg.split_seed, name, "train-subset")
     dev = subsample(dev, cfg.max_eval_examples, cfg.split_seed, name, "dev-subset")
     tests = {k: subsample(v, cfg.max_eval_examples, cfg.split_seed, k, "test-subset") for k, v in tests.items()}
-    data = TaskData(name, spec.num_labels, spec.metric, spec.protocol, train, dev, tests,
+    data = TaskData(name, spec.num_labels, spec.metric, STANDARD if tfile is not None else SCALED, train, dev, tests,
                     {k: TASKS[k].metric for k in tests}, describe, spec.label_names)
     data.check_disjoint()
     return data
 
 
-def data_files(task: str) -> dict[str, str]:
+def data_files(task: str, train_dir: str | Path | None = None) -> dict[str, str]:
     """``relative path -> sha256`` of the files a training task reads (part of the cache fingerprint)."""
     spec = TASKS[TASKS[task].trained_as]
-    names = [spec.file("valid")] + ([spec.file("train")] if spec.has_train else [])
+    tfile = train_file(spec.name, train_dir)
+    names = [spec.file("valid")] + ([tfile] if tfile else [])
     if spec.name == "mnli":
         names.append(TASKS["mnli-mm"].file("valid"))
     return {n: sha256_file(checked(n)) for n in sorted(names)}
@@ -813,7 +834,7 @@ def finetune_all(model_dir: str | Path, tasks: Iterable[str] = TASK_NAMES, cfg: 
     digest = model_digest(model_dir)
     records: dict[str, dict] = {}
     for train_task in dict.fromkeys(TASKS[t].trained_as for t in tasks):
-        fp = fingerprint("finetune", FINETUNE_VERSION, digest, train_task, cfg.to_dict(), data_files(train_task))
+        fp = fingerprint("finetune", FINETUNE_VERSION, digest, train_task, cfg.to_dict(), data_files(train_task, cfg.train_dir))
         out = cache / f"{train_task}-{fp}.json"
         weights = cache / f"{train_task}-{fp}"
         if keep_weights and not (weights / "model").is_dir():
@@ -832,6 +853,22 @@ def finetune_all(model_dir: str | Path, tasks: Iterable[str] = TASK_NAMES, cfg: 
     return pd.DataFrame(rows)
 
 
+def scaled_tasks(df, tasks: Sequence[str] = TASK_NAMES) -> list[str]:
+    """Tasks of ``df`` (rows of :func:`finetune_all`) among ``tasks`` that ran the scaled protocol."""
+    sub = df[df["task"].isin(list(tasks))]
+    return sorted(sub.loc[sub["protocol"] != STANDARD, "task"].unique())
+
+
+def protocol_note(df, tasks: Sequence[str] = TASK_NAMES) -> str:
+    """What an average over ``tasks`` of ``df`` must carry beside it: empty when every task ran the standard protocol,
+    else ``"scaled protocol: boolq, mnli, … (k of n tasks; train carved from validation)"``."""
+    sub = df[df["task"].isin(list(tasks))]
+    scaled = scaled_tasks(df, tasks)
+    if not scaled:
+        return ""
+    return f"scaled protocol: {', '.join(scaled)} ({len(scaled)} of {sub['task'].nunique()} tasks; train carved from validation)"
+
+
 def glue_average(df, tasks: Sequence[str] = TASK_NAMES) -> float:
     """Unweighted mean of the primary scores (MCC for CoLA, F1 for MRPC/QQP, accuracy otherwise) over ``tasks``
     present in ``df`` (the BabyLM 2024 GLUE aggregate, as a fraction)."""
@@ -844,5 +881,6 @@ __all__ = [
     "finetune_config", "render", "read_rows", "load_examples", "carve_splits", "subsample", "prepare_task",
     "data_files", "accuracy", "f1_binary", "mcc", "score_all", "metric_interval", "METRICS", "model_kind", "load_classifier", "encode",
     "pad_batch", "predict", "evaluate_examples", "lr_multiplier", "fit", "FitResult", "finetune_prepared",
-    "finetune_task", "finetune_all", "result_row", "glue_average", "model_digest", "model_name",
+    "finetune_task", "finetune_all", "result_row", "glue_average", "model_digest", "model_name", "train_file",
+    "scaled_tasks", "protocol_note",
 ]

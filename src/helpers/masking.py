@@ -332,6 +332,57 @@ def encode_encoder_blocks(tokenizer, texts: Sequence[str], block: int, max_block
     return MaskedBlocks(blocks, tok, seed, masking)
 
 
+class LongPhaseBlocks:
+    """LTG-BERT's reference schedule ("+512 training" in Theodoropoulos et al. 2024, Tables 2-3; ``long_after`` in
+    the authors' code): the first ``long_from`` share of the steps draws batches of short blocks (``short``, e.g.
+    128 tokens), the rest batches of long blocks (``long``, e.g. 512 tokens) with ``long_batch_fraction`` of the
+    batch (a quarter: the same tokens per step). The switch is at step ``int(steps * long_from)``, as in the
+    authors' code; the long phase starts its own seeded order at its first step, so the schedule stays a pure
+    function of the step (a resumed run gets the same batches).
+
+    It stands in for a :class:`MaskedBlocks` as training data: ``batch``, ``blocks`` (the short ones, for the
+    block length and digest), ``epochs`` and ``tokens_at``."""
+
+    def __init__(self, short: MaskedBlocks, long: MaskedBlocks, steps: int, long_from: float = 0.9,
+                 long_batch_fraction: float = 0.25):
+        if not 0 < long_from < 1:
+            raise ValueError(f"long_from must lie in (0, 1); got {long_from}")
+        if not 0 < long_batch_fraction <= 1:
+            raise ValueError(f"long_batch_fraction must lie in (0, 1]; got {long_batch_fraction}")
+        self.short, self.long = short, long
+        self.steps, self.long_from, self.long_batch_fraction = int(steps), float(long_from), float(long_batch_fraction)
+        self.switch_step = int(self.steps * self.long_from)
+
+    @property
+    def blocks(self) -> torch.Tensor:
+        return self.short.blocks
+
+    def __len__(self) -> int:
+        return len(self.short)
+
+    def long_size(self, size: int, world: int = 1) -> int:
+        """Rows of a long-phase batch: ``size * long_batch_fraction``, at least one per process and a multiple of
+        ``world``."""
+        n = max(world, int(round(size * self.long_batch_fraction)))
+        return n - n % world
+
+    def batch(self, step: int, size: int, rank: int = 0, world: int = 1) -> dict:
+        if step < self.switch_step:
+            return self.short.batch(step, size, rank, world)
+        return self.long.batch(step - self.switch_step, self.long_size(size, world), rank, world)
+
+    def tokens_at(self, step: int, size: int) -> int:
+        """Token positions of global batch ``step`` (long-phase batches hold fewer, longer rows)."""
+        if step < self.switch_step:
+            return size * self.short.blocks.shape[1]
+        return self.long_size(size) * self.long.blocks.shape[1]
+
+    def epochs(self, steps: int, size: int) -> float:
+        """Passes over the short blocks plus passes over the long blocks (each a share of the same text)."""
+        short_steps = min(steps, self.switch_step)
+        return short_steps * size / len(self.short) + (steps - short_steps) * self.long_size(size) / len(self.long)
+
+
 # --------------------------------------------------------------------------------------------- loss and metrics
 
 

@@ -1,6 +1,6 @@
 """Run the study's notebooks headlessly with papermill.
 
-    python -m helpers.runner [--profile smoke|cpu|paper] [--only 01,03] [--from 02] [--list]
+    python -m helpers.runner [--profile smoke|cpu|paper|paper-100m] [--only 01,03] [--from 02] [--list]
 
 Each ``notebooks/NN_*.ipynb`` gets ``params/<profile>/NN_*.yaml`` injected into its ``parameters`` cell (plus
 ``profile``); the executed copy is written to ``reports/<profile>/notebooks/``. Everything is validated before

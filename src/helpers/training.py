@@ -319,9 +319,9 @@ def train(
                 with sync:
                     with autocast():
                         loss = loss_fn(wrapped, {k: v.to(device) for k, v in chunk.items()})
-                    (loss.float() * n / per_rank).backward()
+                    (loss.float() * n / rows).backward()
                 loss_sum += float(loss.detach()) * n
-            loss_val = loss_sum / per_rank
+            loss_val = loss_sum / rows  # rows == per_rank except in a long phase (masking.LongPhaseBlocks)
             if d.world > 1:
                 import torch.distributed as dist
 
@@ -342,8 +342,9 @@ def train(
             opt.step()
             sched.step()
             state["step"] = step + 1
-            state["tokens_seen"] += tokens_per_step
-            window_tok += tokens_per_step
+            step_tokens = train_data.tokens_at(step, cfg.batch_size) if hasattr(train_data, "tokens_at") else tokens_per_step
+            state["tokens_seen"] += step_tokens
+            window_tok += step_tokens
             done_here += 1
             now = time.time()
             state["seconds"] = now - t_start
@@ -736,6 +737,20 @@ def balance_blocks(groups: dict[str, torch.Tensor], seed: int) -> torch.Tensor:
     return torch.cat(out)
 
 
+def long_phase_data(tok, short, texts: dict[str, list[str]], balanced: bool, steps: int, seed: int, long_block: int = 512,
+                    long_from: float = 0.9, long_batch_fraction: float = 0.25):
+    """LTG-BERT's "+512" schedule around the short-block training data ``short`` (``masking.LongPhaseBlocks``): the
+    same documents packed into ``long_block``-token blocks (balanced like the short ones when ``balanced``), used
+    from step ``int(steps * long_from)`` with ``long_batch_fraction`` of the batch. Set by ``long_block``,
+    ``long_from`` and ``long_batch_fraction`` in the ``train`` params of notebook 04 (``docs/methods.md#encoder-training``)."""
+    from .masking import LongPhaseBlocks, MaskedBlocks, encode_encoder_blocks
+
+    groups = {g: encode_encoder_blocks(tok, t, int(long_block)).blocks for g, t in texts.items()}
+    blocks = balance_blocks(groups, seed) if balanced and len(groups) > 1 else torch.cat(list(groups.values()))
+    long = MaskedBlocks(blocks, short.tok, seed=seed + 1, masking=short.masking)
+    return LongPhaseBlocks(short, long, steps, long_from, long_batch_fraction)
+
+
 def plan_encoders(
     run_dir: str | Path,
     mixes: Sequence[dict],
@@ -761,6 +776,8 @@ def plan_encoders(
     from .tokenizers import load_tokenizer, train_tokenizer
 
     run_dir = Path(run_dir)
+    train = dict(train)
+    long_phase = {k: train.pop(k) for k in ("long_block", "long_from", "long_batch_fraction") if k in train}
     ledger = Ledger(run_dir / "data" / "ledger.json")
     held = {"tiny": encoder_documents(run_dir, "tiny-heldout", log), "baby": encoder_documents(run_dir, "baby-heldout", log)}
     runs = {}
@@ -789,6 +806,13 @@ def plan_encoders(
         blocks = balance_blocks(groups, train.get("seed", 0)) if balanced and len(groups) > 1 else torch.cat(list(groups.values()))
         counts["total"] = len(blocks)
         train_data = MaskedBlocks(blocks, ids, seed=train.get("seed", 0))
+        if long_phase.get("long_block"):
+            texts = {g: [d for c in corpora if ledger[c].kind in kinds for d in docs[c]]
+                     for g, kinds in (("baby", ("baby",)), ("stories", ("tiny", "gen")))}
+            train_data = long_phase_data(tok, train_data, {g: t for g, t in texts.items() if t}, balanced,
+                                         int(train["steps"]), train.get("seed", 0), **long_phase)
+            counts["long phase"] = {"block": int(long_phase["long_block"]), "blocks": len(train_data.long.blocks),
+                                    "from step": train_data.switch_step, "batch fraction": train_data.long_batch_fraction}
         valid = {k: encode_encoder_blocks(tok, v, block, max_blocks=valid_blocks, seed=train.get("seed", 0)) for k, v in held.items()}
         valid["all"] = MaskedBlocks(torch.cat([valid["tiny"].blocks, valid["baby"].blocks]), ids, seed=train.get("seed", 0))
         config = ltg_bert_config(model, vocab_size=len(tok), pad_token_id=ids.pad_id, cls_token_id=ids.cls_id,

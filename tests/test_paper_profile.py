@@ -1,0 +1,361 @@
+"""The paper profile's protocol points (issue 16), each on tiny synthetic files shaped like the real ones."""
+import numpy as np
+import pytest
+
+from helpers import diversity as D
+
+STORIES = [
+    "Once upon a time, there was a girl named Lily. Lily liked to play with her red ball in the park. One day the "
+    "ball rolled into the pond and Lily was sad. Her friend Tom came and helped her get the ball back. They were happy.",
+    "Tim had a big dog called Max. Max liked to run and jump in the garden all day long. One day Max found a bone "
+    "under the old tree and gave it to Tim. Tim laughed and hugged his dog.",
+    "The sun was hot and the bird was thirsty. It flew to the river and drank some cool water. Then it sang a song.",
+]
+
+
+# ----------------------------------------------------------------------------- 8. memorisation protocol
+def test_max_rouge2_train_finds_the_copied_story_over_a_shortlist():
+    idx = D.NGramIndex(STORIES, n=3)
+    comps = [STORIES[1][40:], "A completely different text about cars and trucks on the road today."]
+    best, ids = D.max_rouge2_train(comps, idx, shortlist=2)
+    assert ids[0] == 1 and best[0] > 0.5
+    assert ids[1] == -1 and best[1] == 0.0
+    # the shortlist maximum equals the brute-force maximum over every story
+    brute = max(D.rouge2(comps[0], s) for s in STORIES)
+    assert best[0] == pytest.approx(brute)
+    with pytest.raises(ValueError):
+        D.max_rouge2_train(comps, idx, shortlist=0)
+
+
+def test_template_check_catches_a_story_with_names_swapped():
+    names = D.story_names(STORIES)
+    assert {"Lily", "Tom", "Max"} <= names and "Once" not in names and "One" not in names
+    swapped = STORIES[0].replace("Lily", "Sue").replace("Tom", "Sam")
+    names |= {"Sue", "Sam"}
+    out = D.template_matches([swapped, STORIES[2]], STORIES, names=names, min_words=20)
+    assert out[0]["template"] and out[0]["story_id"] == 0 and out[0]["masked_run"] > out[0]["run"]
+    assert not out[1]["template"]  # a verbatim copy is an exact copy, not a template
+    assert D.mask_names("Lily met Tom.", {"Lily", "Tom"}) == f"{D.NAME} met {D.NAME}."
+
+
+def test_memorisation_prompts_have_their_own_cut(tmp_path):
+    import yaml
+
+    from helpers import config, generation as G
+
+    for profile in config.PROFILES:
+        p = yaml.safe_load((config.repo_root() / "params" / profile / "03_generation_self_bleu.yaml").read_text())
+        assert p["memorisation_frac"] == [0.4, 0.5] and p["prompt_frac"] == [0.15, 0.30]
+    prompts = G.make_prompts(STORIES, None, (0.4, 0.5), 10, 100, 0)
+    assert all(0.4 <= p.frac <= 0.5 for p in prompts)
+
+
+# ----------------------------------------------------------------------------- 1. TinyStories V2, the full budget
+def _v2_file(path, n, seed, truncated=True):
+    """A file shaped like TinyStoriesV2-GPT4-*.txt: stories separated by '<|endoftext|>' lines."""
+    import random
+
+    rng = random.Random(seed)
+    words = "the cat dog sun ran saw big little happy sad park ball tree played jumped".split()
+    stories = [" ".join(rng.choice(words) for _ in range(rng.randint(20, 60))).capitalize() + "." for _ in range(n)]
+    text = "\n<|endoftext|>\n".join(stories) + "\n<|endoftext|>\n" + ("Once upon a ti" if truncated else "")
+    path.write_text(text, encoding="utf-8")
+    return stories
+
+
+def test_full_budget_is_all_stories_but_the_heldout_reserve(tmp_path):
+    from helpers import budgets as B, data
+    from helpers.artifacts import read_jsonl
+
+    train = tmp_path / "TinyStoriesV2-GPT4-train.txt"
+    stories = _v2_file(train, 300, 0)
+    corpus = data.load_tinystories(train)
+    assert corpus.stories == stories and corpus.n_dropped_truncated == 1
+    total = sum(data.count_words(s) for s in stories)
+    out = tmp_path / "data"
+    out.mkdir()
+    ledger = B.prepare_corpora(out, corpus.stories, corpus.files, [], {}, [1000, 2000, 440_000_000], [], 42,
+                               heldout_max_words=1500, full_budget=440_000_000)
+    held = [r["id"] for r in read_jsonl(out / "tiny-heldout.jsonl")]
+    full = [r["id"] for r in read_jsonl(out / "tiny-440M.jsonl")]
+    small = [r["id"] for r in read_jsonl(out / "tiny-1k.jsonl")]
+    assert set(held).isdisjoint(full) and set(held) | set(full) == set(range(len(stories)))
+    assert 1500 - 60 < sum(data.count_words(stories[i]) for i in held) <= 1500
+    assert full[: len(small)] == small  # nested
+    e = ledger["tiny-440M"]
+    assert e.budget == 440_000_000 and e.words == total - sum(data.count_words(stories[i]) for i in held)
+    assert "held-out reserve" in e.note
+    with pytest.raises(B.BudgetError, match="largest of the budgets"):
+        B.plan_budgets(corpus.stories, [1000, 2000], 42, 1500, full_budget=1000)
+    # without full_budget a 440M budget is refused as before
+    with pytest.raises(B.BudgetError, match="exceeds"):
+        B.plan_budgets(corpus.stories, [1000, 440_000_000], 42, 1500)
+
+
+def test_official_v2_validation_file_is_read_as_stories(tmp_path):
+    from helpers import data
+
+    valid = tmp_path / "TinyStoriesV2-GPT4-valid.txt"
+    stories = _v2_file(valid, 20, 1, truncated=False)
+    v = data.load_validation(valid)
+    assert v.unit == "stories" and v.stories == stories
+    running = tmp_path / "valid_hfexport.txt"
+    running.write_text("Spot saw the car.\n\nIt was red and fast.\n", encoding="utf-8")
+    r = data.load_validation(running)
+    assert r.unit == "paragraphs" and len(r) == 2
+
+
+def test_paper_profile_reads_tinystories_v2_and_passes_the_params_check():
+    from helpers import config, runner
+
+    runner.plan("paper", runner.notebooks())
+    p = config.read_yaml(config.params_file("paper", "01_data_budgets"))
+    assert all("TinyStoriesV2-GPT4-train" in f for f in p["tinystories_train"])
+    assert "TinyStoriesV2-GPT4-valid" in p["tinystories_valid"]
+    assert p["full_budget"] == max(p["tiny_budgets"]) == 440_000_000
+
+
+# ----------------------------------------------------------------------------- 3. the challenge rule counts the generator's corpus
+def test_rule_counts_the_generator_corpus_and_checks_prompt_ids(tmp_path):
+    from helpers import budgets as B, generation as G
+
+    stories = [f"story {i} " + "w " * 8 for i in range(40)]  # 10 words each
+    led = B.prepare_corpora(tmp_path, stories, {"f": "x"}, [], {}, [50, 100, 200], [], seed=0)
+    led.add(B.CorpusEntry("baby-60", "baby", {"childes": 60}, 0))
+    gen_rows = [{"story_id": r["id"], "sample": 0, "prompt": "story", "completion": "w w w"}
+                for r in B.read_corpus(tmp_path / "tiny-100.jsonl")]
+    B.write_corpus(tmp_path / "gen-tiny-100-greedy.jsonl", gen_rows)
+    G.register_generated(led, "gen-tiny-100-greedy", gen_rows, "tiny-100", "gen-tiny-100-greedy.jsonl", 0)
+    # D_tiny = tiny-50, generator corpus tiny-100: the union is tiny-100 (nested), 60 + 100 > 150
+    assert led.rule_words(["baby-60", "tiny-50", "gen-tiny-100-greedy"]) == {"baby": 60, "tiny": 100, "counted": 160}
+    with pytest.raises(B.BudgetError, match=r"\|D_baby\| \+ \|D_tiny ∪ tiny-100\| = 60 \+ 100 = 160"):
+        led.check_mix(["baby-60", "tiny-50", "gen-tiny-100-greedy"], 150)
+    # the old rule (D_gen free, its generator corpus not counted) would have accepted 60 + 50 = 110
+    assert led.check_mix(["tiny-50", "gen-tiny-100-greedy"], 150)["tiny"] == 50
+    # prompts from stories outside D_tiny ∪ generator corpus are refused
+    bad = gen_rows + [{"story_id": 999, "sample": 0, "prompt": "x", "completion": "y"}]
+    B.write_corpus(tmp_path / "gen-bad.jsonl", bad)
+    G.register_generated(led, "gen-bad", bad, "tiny-100", "gen-bad.jsonl", 0)
+    with pytest.raises(B.BudgetError, match="outside D_tiny"):
+        led.check_mix(["tiny-100", "gen-bad"], 1000)
+    assert led.mix_table([["baby-60", "tiny-50", "gen-tiny-100-greedy"]], 150).iloc[0]["rule"] == "refused"
+
+
+def test_rule_union_of_corpora_that_are_not_nested(tmp_path):
+    from helpers import budgets as B
+
+    led = B.Ledger(tmp_path / "ledger.json")
+    for name, ids in [("tiny-a", [0, 1, 2]), ("tiny-b", [2, 3])]:
+        B.write_corpus(tmp_path / f"{name}.jsonl", [{"id": i, "text": "a b c d e"} for i in ids])
+        led.add(B.CorpusEntry(name, "tiny", {"tinystories": 5 * len(ids)}, seed=None, path=f"{name}.jsonl"))
+    led.add(B.CorpusEntry("gen", "gen", {"completion": 1}, generator_corpus="tiny-b"))
+    assert led.rule_words(["tiny-a", "gen"])["tiny"] == 20  # ids {0, 1, 2, 3}
+
+
+# ----------------------------------------------------------------------------- 7. LTG-BERT's "+512" schedule
+def _blocks(n, length, V=64, seed=0):
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    return torch.cat([torch.ones(n, 1, dtype=torch.long), torch.randint(6, V, (n, length - 2), generator=g),
+                      torch.full((n, 1), 2)], 1)
+
+
+def test_long_phase_switches_to_long_blocks_with_a_quarter_of_the_batch(tmp_path):
+    import json
+
+    import torch
+
+    from helpers.ltg_bert import LtgBertForMaskedLM, ltg_bert_config
+    from helpers.masking import LongPhaseBlocks, MaskedBlocks, TokenIds, mlm_loss
+    from helpers.training import TrainConfig, train
+
+    tok = TokenIds(vocab_size=64, mask_id=4, cls_id=1, sep_id=2, pad_id=3, special_ids=(0, 1, 2, 3, 4, 5))
+    short, long = MaskedBlocks(_blocks(40, 16), tok), MaskedBlocks(_blocks(12, 64, seed=1), tok, seed=1)
+    data = LongPhaseBlocks(short, long, steps=10, long_from=0.9, long_batch_fraction=0.25)
+    assert data.switch_step == 9  # int(10 * 0.9), as the authors' code
+    assert data.batch(8, 8)["input_ids"].shape == (8, 16)
+    assert data.batch(9, 8)["input_ids"].shape == (2, 64)
+    assert data.tokens_at(8, 8) == data.tokens_at(9, 8) == 128  # a quarter of the rows, four times as long
+    assert data.batch(9, 8, rank=1, world=2)["input_ids"].shape == (1, 64)
+    torch.manual_seed(0)
+    model = LtgBertForMaskedLM(ltg_bert_config("smoke", 64))
+    cfg = TrainConfig(steps=10, batch_size=8, micro_batch=4, lr=1e-3, eval_every=5, save_every=5, log_every=1, seed=0)
+    res = train(model, data, MaskedBlocks(_blocks(8, 16, seed=2), tok), tmp_path / "run", cfg, loss_fn=mlm_loss, progress=False)
+    assert res.tokens_seen == 10 * 128
+    with pytest.raises(ValueError):
+        LongPhaseBlocks(short, long, 10, long_from=1.0)
+
+
+def test_long_phase_is_a_train_param_of_the_encoders(tmp_path):
+    from helpers import config, runner
+
+    runner.plan("paper", runner.notebooks())
+    p = config.read_yaml(config.params_file("paper", "04_encoder_pretraining"))["train"]
+    assert (p["long_block"], p["long_from"], p["long_batch_fraction"]) == (512, 0.9, 0.25)
+    assert "long_block" not in config.read_yaml(config.params_file("cpu", "04_encoder_pretraining"))["train"]
+    assert config.read_yaml(config.params_file("smoke", "04_encoder_pretraining"))["train"]["long_block"] == 256
+
+
+# ----------------------------------------------------------------------------- 4. ours vs the authors' own rows
+def test_comparison_takes_the_authors_row_and_never_a_context_free_ewok():
+    import pandas as pd
+
+    from helpers import config, evaluation
+
+    t2 = pd.read_csv(config.repo_root() / "params" / "paper_reference" / "table2_strict_small_10m.csv")
+    row = evaluation.paper_authors_row(t2, "baby-10M")
+    assert row["model"] == "LTG-BERT (ours)" and row["blimp"] == 62.1  # not the organisers' 60.6
+    assert evaluation.paper_authors_row(t2, "baby-5M + tiny-5M + gen-nucleus-1", plus_512=True)["blimp"] == 62.6
+    base = t2[t2["model"] == "LTG-BERT (baseline)"].iloc[0]
+    assert not evaluation.paper_ewok_has_context(base) and evaluation.paper_ewok_has_context(row)
+    ours = pd.DataFrame([{"training data": "baby-1M", "BLiMP": 55.0, "Supp.": 50.0, "EWoK": 52.0, "GLUE": float("nan")},
+                         {"training data": "mix", "BLiMP": 55.0, "Supp.": 50.0, "EWoK": 52.0, "GLUE": 60.0}])
+    comp = evaluation.compare_with_paper(ours, t2, {"baby-1M": "baby-10M", "mix": "baby-5M + tiny-5M"}).set_index(["mix", "benchmark"])
+    assert comp.loc[("baby-1M", "BLiMP"), "paper"] == 62.1 and comp.loc[("baby-1M", "EWoK"), "paper"] == 63.1
+    assert comp.loc[("mix", "GLUE"), "paper"] == 71.2
+    # an authors' row whose EWoK was computed without the context: its ewok_alt is compared, or nothing
+    synth = pd.DataFrame([
+        {"model": "LTG-BERT (ours)", "training_data": "a", "blimp": 60.0, "supplement": 60.0, "ewok": 50.0,
+         "ewok_alt": 64.0, "glue": None, "note": "EWoK without context"},
+        {"model": "LTG-BERT (ours)", "training_data": "b", "blimp": 60.0, "supplement": 60.0, "ewok": 50.0,
+         "ewok_alt": None, "glue": None, "note": "EWoK without context"}])
+    ours = pd.DataFrame([{"training data": n, "BLiMP": 1.0, "Supp.": 1.0, "EWoK": 1.0, "GLUE": 1.0} for n in "xy"])
+    comp = evaluation.compare_with_paper(ours, synth, {"x": "a", "y": "b"}).set_index(["mix", "benchmark"])
+    assert comp.loc[("x", "EWoK"), "paper"] == 64.0 and "ewok_alt" in comp.loc[("x", "EWoK"), "note"]
+    assert pd.isna(comp.loc[("y", "EWoK"), "paper"]) and "not compared" in comp.loc[("y", "EWoK"), "note"]
+    assert comp.loc[("y", "GLUE"), "note"] == "not printed in the paper"
+
+
+# ----------------------------------------------------------------------------- 2. GLUE: BabyLM training files, scaled tasks flagged
+def test_glue_train_dir_gives_the_standard_protocol_and_scaled_tasks_are_flagged(tmp_path):
+    import gzip
+    import json
+
+    import pandas as pd
+
+    from helpers import config, finetune as ft
+
+    # a BabyLM-shaped boolq.train.jsonl (same fields as the bundled validation file), grouped by passage
+    rows = [{"question": f"is it {i}?", "passage": f"passage {i // 2} about things", "label": i % 2, "idx": i}
+            for i in range(60)]
+    (tmp_path / "boolq.train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    cfg = ft.finetune_config("berttime", train_dir=str(tmp_path), max_eval_examples=50)
+    assert ft.train_file("boolq", tmp_path).endswith("boolq.train.jsonl")
+    assert ft.train_file("qqp", tmp_path) is None and ft.train_file("cola", tmp_path).endswith("cola.train.jsonl.gz")
+    d = ft.prepare_task("boolq", cfg)
+    assert d.protocol == ft.STANDARD and len(d.train) + len(d.dev) == 60
+    assert len(d.tests["boolq"]) == 50  # reported on the validation file, not a carved part of it
+    assert ft.prepare_task("boolq", ft.finetune_config("berttime", max_eval_examples=50)).protocol == ft.SCALED
+    assert any("boolq.train.jsonl" in k for k in ft.data_files("boolq", tmp_path))
+    # no train_dir: the config (and so the cache fingerprint) is the one it was before the parameter existed
+    assert "train_dir" not in ft.finetune_config("berttime").to_dict()
+    df = pd.DataFrame({"task": ["boolq", "cola", "qqp"], "protocol": [ft.STANDARD, ft.STANDARD, ft.SCALED], "score": [0.6, 0.1, 0.5]})
+    assert ft.scaled_tasks(df) == ["qqp"] and "qqp (1 of 3 tasks" in ft.protocol_note(df)
+    assert ft.protocol_note(df, ["boolq", "cola"]) == ""
+    p = config.read_yaml(config.params_file("paper", "05_evaluation"))
+    assert p["glue"]["train_dir"] and ft.finetune_config(p["glue"]).train_dir == p["glue"]["train_dir"]
+
+
+# ----------------------------------------------------------------------------- 5. the real TinyStoriesInstruct files
+INSTRUCT_FILE = """Features: Dialogue
+Words: quit, oak, gloomy
+Summary: Sara and Ben were playing in the park, but Sara wanted to go home because it was cold and dark.
+Story: 
+Sara and Ben were playing in the park. "I want to quit," said Sara. The oak tree looked gloomy.
+Ben said, "Let's go home."
+<|endoftext|>
+Random sentence: The cat sat on the mat.
+Words: cat, mat, nap
+Story: 
+The cat sat on the mat. It took a nap in the sun.
+<|endoftext|>
+This document has no story line at all.
+<|endoftext|>
+Summary: A girl loses her hat.
+Story: 
+Lily lost her hat. She found it under â€œthe bedâ€\x9d.
+<|endoftext|>
+Features: Twist
+Story: 
+Once upon a ti"""
+
+
+def test_real_tinystories_instruct_file_is_parsed(tmp_path):
+    from helpers import data, instruct_files, story_eval
+
+    f = tmp_path / "TinyStoriesInstruct-valid.txt"
+    f.write_text(INSTRUCT_FILE, encoding="utf-8")
+    c = instruct_files.load_tinystories_instruct(f)
+    assert len(c) == 3 and c.n_malformed == 1 and c.n_dropped_truncated == 1 and c.n_repaired == 1
+    d = c.documents[0]
+    assert d.fields[0] == ("Features", "Dialogue") and d.words == ["quit", "oak", "gloomy"]
+    assert d.story.startswith("Sara and Ben") and d.story.endswith('go home."')
+    assert story_eval.parse_instruct(d.text).words == ["quit", "oak", "gloomy"]  # round trip
+    assert "“the bed”" in c.documents[2].story
+    total = sum(data.count_words(x.text) for x in c.documents)
+    assert len(instruct_files.instruct_budget(c.documents, total, seed=0)) == 3
+    picked = instruct_files.instruct_budget(c.documents, total - 1, seed=0)
+    assert len(picked) < 3 and sum(data.count_words(x.text) for x in picked) <= total - 1
+    assert picked == instruct_files.instruct_budget(c.documents, total - 1, seed=0)
+
+
+# ----------------------------------------------------------------------------- 6. the 100M strict track
+def test_strict_100m_track_profile(tmp_path):
+    from helpers import budgets as B, config, runner
+    from helpers.data import Document
+
+    assert "paper-100m" in config.PROFILES
+    runner.plan("paper-100m", runner.notebooks())
+    p01 = config.load_params("paper-100m", "01")
+    assert all("train_100M" in f for fs in p01["babylm_files"].values() for f in fs)
+    assert p01["tiny_budgets"] == [50_000_000, 100_000_000] == p01["baby_budgets"]
+    assert p01["track_budget"] == B.TRACKS["strict"] == p01["paper_track_budget"]
+    assert config.load_params("paper-100m", "03")["generator"] == "tiny-50M"
+    p04 = config.load_params("paper-100m", "04")
+    assert p04["track_budget"] == 100_000_000
+    mixes = {m["name"]: m["corpora"] for m in p04["mixes"]}
+    assert mixes["baby-50M+tiny-50M+gen-nucleus-1"] == ["baby-50M", "tiny-50M", "gen-tiny-50M-nucleus-1"]
+    p05 = config.load_params("paper-100m", "05")
+    assert p05["paper_table"] == "table3_strict_100m" and config.load_params("paper", "05")["paper_table"] == "table2_strict_small_10m"
+    import pandas as pd
+
+    t3 = pd.read_csv(config.repo_root() / "params" / "paper_reference" / "table3_strict_100m.csv")
+    assert set(p05["paper_equivalents"].values()) <= set(t3["training_data"])
+    assert set(p05["encoders"]) == set(mixes)
+    # a baby sample that is "all of train_100M": every training document, held-out documents from the dev files
+    docs = [Document("childes", "w " * 10) for _ in range(30)]
+    dev = [Document("childes", "d " * 10) for _ in range(10)]
+    stories = [f"story {i} " + "w " * 8 for i in range(40)]
+    led = B.prepare_corpora(tmp_path, stories, {}, docs, {}, [100, 200], [150, 100_000_000], 0, heldout_max_words=50,
+                            baby_full_budget=100_000_000, baby_heldout_docs=dev)
+    assert led["baby-100M"].words == 300 and len(B.read_corpus(tmp_path / "baby-heldout.jsonl")) == 5
+    assert all(r["id"].startswith("dev-") for r in B.read_corpus(tmp_path / "baby-heldout.jsonl"))
+
+
+def test_instruct_decoder_plans_on_the_real_files(tmp_path, real_stories, decoder_tokenizer):
+    from helpers import budgets as B, config, instruct_files
+
+    run = tmp_path / "runs"
+    (run / "data").mkdir(parents=True)
+    B.prepare_corpora(run / "data", real_stories, {}, [], {}, [20_000], [], 0, heldout_max_words=3_000)
+    decoder_tokenizer.save_pretrained(run / "tokenizers" / "decoder-tiny-20k")
+    docs = "\n<|endoftext|>\n".join(f"Words: cat, hat\nFeatures: Dialogue\nStory: \n{s}" for s in real_stories[:120])
+    (tmp_path / "TinyStoriesInstruct-train.txt").write_text(docs + "\n<|endoftext|>\n", encoding="utf-8")
+    (tmp_path / "TinyStoriesInstruct-valid.txt").write_text(docs + "\n<|endoftext|>\n", encoding="utf-8")
+    p02 = config.load_params("smoke", "02")
+    r = instruct_files.plan_instruct_from_files(run, "tiny-20k", p02, tmp_path / "TinyStoriesInstruct-train.txt",
+                                                tmp_path / "TinyStoriesInstruct-valid.txt", seed=0, words=5_000)
+    assert 0 < r.documents < 120 and r.valid_documents == 120 and r.field_counts["Words"] == r.documents
+    assert r.examples[0].startswith("Words: cat, hat\nFeatures: Dialogue\nStory: ")
+    prompts = instruct_files.instruct_file_prompts(tmp_path / "TinyStoriesInstruct-valid.txt", 5, seed=0)
+    assert len(prompts) == 5 and all(str(p.story_id).startswith("valid-") and p.ending for p in prompts)
+
+
+def test_template_check_reuses_known_plain_runs():
+    names = D.story_names(STORIES) | {"Sue", "Sam"}
+    swapped = STORIES[0].replace("Lily", "Sue").replace("Tom", "Sam")
+    idx = D.NGramIndex(STORIES, n=3)
+    runs = [idx.longest_shared_run(swapped).length]
+    assert D.template_matches([swapped], STORIES, names=names, plain_runs=runs) == \
+        D.template_matches([swapped], STORIES, names=names, index=idx)
