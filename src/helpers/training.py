@@ -702,7 +702,7 @@ class EncoderRun:
         kind = self.words["by_kind"]
         return {"mix": self.name, "corpora": " + ".join(self.corpora), "balanced": self.balanced,
                 **{f"words {k}": kind.get(k, 0) for k in ("baby", "tiny", "gen")},
-                "words (rule)": kind.get("baby", 0) + kind.get("tiny", 0),
+                "words (rule)": self.words.get("rule", kind.get("baby", 0) + kind.get("tiny", 0)),
                 **{f"blocks {g}": self.blocks.get(f"{g} (raw)", 0) for g in ("baby", "stories")},
                 "blocks (trained on)": self.blocks["total"],
                 "epochs": round(self.train_data.epochs(self.cfg.steps, self.cfg.batch_size), 2)}
@@ -818,7 +818,8 @@ def plan_encoders(
         config = ltg_bert_config(model, vocab_size=len(tok), pad_token_id=ids.pad_id, cls_token_id=ids.cls_id,
                                  sep_token_id=ids.sep_id, mask_token_id=ids.mask_id)
         runs[name] = EncoderRun(name, corpora, balanced, tok, train_data, valid, config, TrainConfig(**train),
-                                {"by_kind": {k: v for k, v in by_kind.items() if v}, "by_source": by_source}, counts)
+                                {"by_kind": {k: v for k, v in by_kind.items() if v}, "by_source": by_source,
+                                                 "rule": ledger.rule_words(corpora)["counted"]}, counts)
     return runs
 
 
