@@ -233,15 +233,21 @@ def _corpora(tmp_path) -> Path:
     return data
 
 
-def test_row06_truncated_corpus_stops_instead_of_training_on_less(tmp_path):
+def test_row06_truncated_corpus_stops_instead_of_training_on_less(tmp_path, monkeypatch):
+    monkeypatch.setenv("STORYBENCH_RUNS", str(tmp_path / "runs"))
     data = _corpora(tmp_path)
     f = data / "tiny-400.jsonl"
     rows = budgets.read_corpus(f)
     lines = f.read_text().splitlines(keepends=True)
     f.write_text("".join(lines[: len(lines) // 2]))  # cut at a line end: still valid JSONL
-    with pytest.raises(budgets.BudgetError, match=r"tiny-400.jsonl does not match the budget ledger .*truncated.*"
-                                                  r"rerun notebook 01 for profile smoke"):
+    with pytest.raises(budgets.BudgetError, match=r"runs/smoke/data/tiny-400.jsonl does not match the budget ledger "
+                                                  r".*truncated.*rerun notebook 01 for profile smoke"):
         budgets.read_corpus(f)
+    ledger = budgets.Ledger(data / "ledger.json")
+    with pytest.raises(budgets.BudgetError, match=r"^corpus 'tiny-400': runs/smoke/data/tiny-400.jsonl does not match"
+                                                  r" the budget ledger") as e:
+        ledger.verify("tiny-400")
+    assert str(tmp_path) not in str(e.value) and "\n" not in str(e.value)  # one line, no machine path
     ledger = budgets.Ledger(data / "ledger.json")
     assert ledger["tiny-400"].sha256 and ledger["tiny-400"].words == sum(len(r["text"].split()) for r in rows)
     h = data / "tiny-heldout.jsonl"  # files outside the ledger's corpora are recorded too

@@ -237,8 +237,9 @@ def test_runner_writes_repository_relative_paths_into_notebook_metadata(outcome,
     if fail is None:
         runner._run("smoke", todo, False)
     else:
-        with pytest.raises(runner.RunnerError, match="partial executed copy is kept at reports/smoke/notebooks/01_"):
+        with pytest.raises(runner.RunnerError, match="partial executed copy is kept at reports/smoke/notebooks/01_") as e:
             runner._run("smoke", todo, False)
+        assert "\n" not in str(e.value)  # one line
     out = tmp_path / "reports" / "smoke" / "notebooks" / "01_data_budgets.ipynb"
     meta = json.loads(out.read_text())["metadata"]["papermill"]
     assert meta["input_path"] == "notebooks/01_data_budgets.ipynb"

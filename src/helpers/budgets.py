@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from .artifacts import read_json, write_json
+from .config import shown_path
 from .data import Document, count_words
 
 # Bump when prepare_corpora writes something new, so that finished data steps are redone (it is in their fingerprint).
@@ -143,10 +144,10 @@ class Ledger:
             profile = f.parent.parent.name
             redo = f"rerun notebook 01 for profile {profile} (./run_all.sh --profile {profile} --only 01), which rebuilds it"
             if not f.is_file():
-                raise BudgetError(f"{f} is missing; {redo}")
+                raise BudgetError(f"{shown_path(f)} is missing; {redo}")
             size = f.stat().st_size
             if size != rec["size"] or sha256_file(f) != rec["sha256"]:
-                raise BudgetError(f"{f} does not match the budget ledger ({size:,} bytes now, {rec['size']:,} when "
+                raise BudgetError(f"{shown_path(f)} does not match the budget ledger ({size:,} bytes now, {rec['size']:,} when "
                                   f"written: {'truncated' if size < rec['size'] else 'edited'}); {redo}")
         return f
 
@@ -173,13 +174,13 @@ class Ledger:
         profile = f.parent.parent.name
         redo = f"rerun notebook {maker} for profile {profile} (./run_all.sh --profile {profile} --only {maker}), which rebuilds it"
         if not f.is_file():
-            raise BudgetError(f"corpus {name!r}: {f} is missing; {redo}")
+            raise BudgetError(f"corpus {name!r}: {shown_path(f)} is missing; {redo}")
         if e.sha256 is None:
             return f
         size = f.stat().st_size
         if size != e.size or sha256_file(f) != e.sha256:
             raise BudgetError(
-                f"corpus {name!r}: {f} does not match the budget ledger ({size:,} bytes now, {e.size:,} when written: "
+                f"corpus {name!r}: {shown_path(f)} does not match the budget ledger ({size:,} bytes now, {e.size:,} when written: "
                 f"{'truncated' if e.size and size < e.size else 'edited'}), so its word count ({e.words:,}) no longer "
                 f"holds; {redo}"
             )

@@ -299,7 +299,7 @@ def _run(profile: str, todo: list[tuple[Path, dict]], log_output: bool) -> list[
             )
         except PapermillExecutionError as e:
             raise RunnerError(
-                f"notebook {nb.name} failed in cell {e.cell_index} (execution count {e.exec_count}): {e.ename}: {e.evalue}\n"
+                f"notebook {nb.name} failed in cell {e.cell_index} (execution count {e.exec_count}): {e.ename}: {e.evalue}; "
                 f"the partial executed copy is kept at {_short(out)}"
             ) from None
         except DeadKernelError:
