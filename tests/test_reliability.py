@@ -224,6 +224,10 @@ def test_row13_missing_decoder_names_the_notebook_to_run(tmp_path, monkeypatch):
                                                     r"run notebook 02 for profile smoke first") as e:
             load(missing)
         assert str(tmp_path) not in str(e.value)  # the path as the reader sees it, not this machine's
+    # notebook 02 (or any reader of a corpus) before notebook 01 ever ran
+    with pytest.raises(FileNotFoundError, match=r"^no corpus at runs/smoke/data/tiny-valid.jsonl; it is made by notebook "
+                                                r"01: run notebook 01 for profile smoke first"):
+        budgets.read_corpus(tmp_path / "runs" / "smoke" / "data" / "tiny-valid.jsonl")
     with pytest.raises(FileNotFoundError, match=r"run notebook 04 for profile paper first"):
         load_model(tmp_path / "runs" / "paper" / "encoders" / "baby-10M" / "best")
 

@@ -350,9 +350,12 @@ def read_corpus(path: str | Path) -> list[dict]:
     truncated or edited file stops with a message instead of feeding a model silently."""
     from .artifacts import read_jsonl
 
+    from .config import require_output
+
     path = Path(path)
     if (path.parent / "ledger.json").is_file():
         Ledger(path.parent / "ledger.json").verify_file(path)
+    require_output(path, "corpus")  # missing (notebook 01 never ran): a message naming the notebook to run
     return read_jsonl(path)
 
 
