@@ -187,7 +187,8 @@ def test_row11_a_second_run_of_a_profile_is_refused(repo, monkeypatch):
     try:
         lock.parent.mkdir(parents=True, exist_ok=True)
         lock.write_text(json.dumps({"pid": other.pid, "started": "earlier"}))
-        with pytest.raises(runner.RunnerError, match=rf"profile 'smoke' is being run by pid {other.pid}"):
+        with pytest.raises(runner.RunnerError, match=rf"profile 'smoke' is being run by pid {other.pid} \(started "
+                                                     r"earlier, lock reports/smoke/\.run\.lock\)"):
             runner.run("smoke", only="01")
         assert ran == [] and lock.exists()
     finally:

@@ -96,9 +96,9 @@ class ProfileLock:
                 if isinstance(pid, int) and _alive(pid):
                     raise RunnerError(
                         f"profile {self.profile!r} is being run by pid {pid} (started {info.get('started', '?')}, "
-                        f"lock {self.path}); wait for it to finish or stop that process"
+                        f"lock {_short(self.path)}); wait for it to finish or stop that process"
                     ) from None
-                print(f"run_all: taking over the stale lock {self.path} of pid {pid} (no longer running)", flush=True)
+                print(f"run_all: taking over the stale lock {_short(self.path)} of pid {pid} (no longer running)", flush=True)
                 self.path.unlink(missing_ok=True)
                 continue
             with os.fdopen(fd, "w") as f:
