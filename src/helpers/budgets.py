@@ -349,7 +349,6 @@ def read_corpus(path: str | Path) -> list[dict]:
     ledger next to it is first checked against the ledger's size and SHA-256 (see :meth:`Ledger.verify`), so a
     truncated or edited file stops with a message instead of feeding a model silently."""
     from .artifacts import read_jsonl
-
     from .config import require_output
 
     path = Path(path)
