@@ -89,6 +89,8 @@ def test_row01_changed_params_never_delete_the_finished_run_first(tmp_path, one_
 def test_row12_disk_full_while_saving_is_one_line_naming_the_path(tmp_path, monkeypatch, one_thread):
     from helpers import training
 
+    monkeypatch.setenv("STORYBENCH_RUNS", str(tmp_path))  # paths in messages: runs/..., never this machine's
+
     model = W.make_model()
     cfg = W.make_config(steps=2)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -104,7 +106,8 @@ def test_row12_disk_full_while_saving_is_one_line_naming_the_path(tmp_path, monk
     with pytest.raises(OSError, match=r"cannot save the checkpoint to .*checkpoint .*disk full\?.*previous checkpoint"
                                       r" \(if any\) is kept") as e:
         training._save_checkpoint(ckpt, model, opt, sched, {"step": 2}, cfg, None)
-    assert "\n" not in str(e.value)
+    assert "\n" not in str(e.value) and "cannot save the checkpoint to runs/run/checkpoint " in str(e.value)
+    assert str(tmp_path) not in str(e.value)
     assert json.loads((ckpt / "step.json").read_text())["step"] == 1  # the previous checkpoint is intact
 
     def no_space(self, *a, **k):
@@ -112,7 +115,7 @@ def test_row12_disk_full_while_saving_is_one_line_naming_the_path(tmp_path, monk
 
     (tmp_path / "table.csv").write_text("old")
     monkeypatch.setattr(Path, "write_text", no_space)
-    with pytest.raises(OSError, match=r"cannot write .*table\.csv: no space left .*previous table\.csv .* is kept"):
+    with pytest.raises(OSError, match=r"cannot write runs/table\.csv: no space left .*previous table\.csv .* is kept"):
         artifacts.write_text(tmp_path / "table.csv", "new")
     monkeypatch.undo()
     assert (tmp_path / "table.csv").read_text() == "old"
@@ -187,7 +190,8 @@ def test_row11_a_second_run_of_a_profile_is_refused(repo, monkeypatch):
     try:
         lock.parent.mkdir(parents=True, exist_ok=True)
         lock.write_text(json.dumps({"pid": other.pid, "started": "earlier"}))
-        with pytest.raises(runner.RunnerError, match=rf"profile 'smoke' is being run by pid {other.pid}"):
+        with pytest.raises(runner.RunnerError, match=rf"profile 'smoke' is being run by pid {other.pid} \(started "
+                                                     r"earlier, lock reports/smoke/\.run\.lock\)"):
             runner.run("smoke", only="01")
         assert ran == [] and lock.exists()
     finally:
@@ -212,15 +216,22 @@ def test_row15_threads_0_honours_omp_num_threads(monkeypatch):
 
 
 # ----------------------------------------------------------------------------- row 13: missing upstream output
-def test_row13_missing_decoder_names_the_notebook_to_run(tmp_path):
+def test_row13_missing_decoder_names_the_notebook_to_run(tmp_path, monkeypatch):
     from helpers.decoder import load_decoder
     from helpers.ltg_bert import load_model
     from helpers.tokenizers import load_tokenizer
 
+    monkeypatch.setenv("STORYBENCH_RUNS", str(tmp_path / "runs"))
     missing = tmp_path / "runs" / "smoke" / "decoders" / "tiny-10k" / "best"
     for load in (load_decoder, load_tokenizer):
-        with pytest.raises(FileNotFoundError, match=r"run notebook 02 for profile smoke first"):
+        with pytest.raises(FileNotFoundError, match=r"^no \w+ at runs/smoke/decoders/tiny-10k/best; .*"
+                                                    r"run notebook 02 for profile smoke first") as e:
             load(missing)
+        assert str(tmp_path) not in str(e.value)  # the path as the reader sees it, not this machine's
+    # notebook 02 (or any reader of a corpus) before notebook 01 ever ran
+    with pytest.raises(FileNotFoundError, match=r"^no corpus at runs/smoke/data/tiny-valid.jsonl; it is made by notebook "
+                                                r"01: run notebook 01 for profile smoke first"):
+        budgets.read_corpus(tmp_path / "runs" / "smoke" / "data" / "tiny-valid.jsonl")
     with pytest.raises(FileNotFoundError, match=r"run notebook 04 for profile paper first"):
         load_model(tmp_path / "runs" / "paper" / "encoders" / "baby-10M" / "best")
 
@@ -233,15 +244,21 @@ def _corpora(tmp_path) -> Path:
     return data
 
 
-def test_row06_truncated_corpus_stops_instead_of_training_on_less(tmp_path):
+def test_row06_truncated_corpus_stops_instead_of_training_on_less(tmp_path, monkeypatch):
+    monkeypatch.setenv("STORYBENCH_RUNS", str(tmp_path / "runs"))
     data = _corpora(tmp_path)
     f = data / "tiny-400.jsonl"
     rows = budgets.read_corpus(f)
     lines = f.read_text().splitlines(keepends=True)
     f.write_text("".join(lines[: len(lines) // 2]))  # cut at a line end: still valid JSONL
-    with pytest.raises(budgets.BudgetError, match=r"tiny-400.jsonl does not match the budget ledger .*truncated.*"
-                                                  r"rerun notebook 01 for profile smoke"):
+    with pytest.raises(budgets.BudgetError, match=r"runs/smoke/data/tiny-400.jsonl does not match the budget ledger "
+                                                  r".*truncated.*rerun notebook 01 for profile smoke"):
         budgets.read_corpus(f)
+    ledger = budgets.Ledger(data / "ledger.json")
+    with pytest.raises(budgets.BudgetError, match=r"^corpus 'tiny-400': runs/smoke/data/tiny-400.jsonl does not match"
+                                                  r" the budget ledger") as e:
+        ledger.verify("tiny-400")
+    assert str(tmp_path) not in str(e.value) and "\n" not in str(e.value)  # one line, no machine path
     ledger = budgets.Ledger(data / "ledger.json")
     assert ledger["tiny-400"].sha256 and ledger["tiny-400"].words == sum(len(r["text"].split()) for r in rows)
     h = data / "tiny-heldout.jsonl"  # files outside the ledger's corpora are recorded too

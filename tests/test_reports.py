@@ -28,10 +28,17 @@ PROGRESS_LINE = re.compile(r"\d+%\|[ #0-9]*\| *\d+/\d+ \[")  # a tqdm bar: "desc
 
 
 def report_problems(nb_path: Path) -> list[str]:
-    """What is wrong with one executed notebook: absolute paths, tracebacks, more than 4 kB of stderr other than
-    progress bars."""
+    """What is wrong with one executed notebook: absolute paths (in outputs or in the notebook's and cells'
+    metadata, e.g. papermill's input/output paths), tracebacks, more than 4 kB of stderr other than progress bars."""
     nb = json.loads(nb_path.read_text(encoding="utf-8"))
     problems, stderr = [], 0
+    metas = [("metadata", nb.get("metadata") or {})]
+    metas += [(f"cell {i} metadata", c.get("metadata") or {}) for i, c in enumerate(nb.get("cells", []))]
+    for where, meta in metas:
+        text = json.dumps(meta, ensure_ascii=False)
+        m = ABSOLUTE.search(text)
+        if m:
+            problems.append(f"{where}: absolute path {text[m.start():m.start() + 60]!r}")
     for i, cell in enumerate(nb.get("cells", [])):
         for o in cell.get("outputs") or []:
             text = _text(o)
@@ -55,9 +62,9 @@ def test_committed_report_is_clean(nb):
     assert not problems, f"{nb.relative_to(ROOT)}:\n  " + "\n  ".join(problems)
 
 
-def _nb(outputs):
-    return {"cells": [{"cell_type": "code", "source": "", "outputs": outputs}], "metadata": {}, "nbformat": 4,
-            "nbformat_minor": 5}
+def _nb(outputs, metadata=None):
+    return {"cells": [{"cell_type": "code", "source": "", "outputs": outputs}], "metadata": metadata or {},
+            "nbformat": 4, "nbformat_minor": 5}
 
 
 def test_report_checker_catches_each_problem(tmp_path):
@@ -72,6 +79,11 @@ def test_report_checker_catches_each_problem(tmp_path):
         p = tmp_path / f"{name}.ipynb"
         p.write_text(json.dumps(_nb(outs)))
         found[name] = report_problems(p)
+    p = tmp_path / "meta.ipynb"
+    p.write_text(json.dumps(_nb([], {"papermill": {"input_path": "/work/main/notebooks/01_data_budgets.ipynb",
+                                                   "output_path": "reports/cpu/notebooks/01_data_budgets.ipynb"}})))
+    found["meta"] = report_problems(p)
+    assert len(found["meta"]) == 1 and found["meta"][0].startswith("metadata: absolute path '/work/main/notebooks")
     assert "absolute path" in found["path"][0]
     assert "traceback" in found["tb"][0]
     assert "stderr" in found["stderr"][0]
@@ -187,6 +199,52 @@ def test_shown_path_is_relative(monkeypatch, tmp_path):
     monkeypatch.setenv("STORYBENCH_RUNS", str(tmp_path / "r"))
     assert shown_path(tmp_path / "r" / "cpu" / "x") == "runs/cpu/x"
     assert shown_path("/somewhere/else/model") == ".../model"
+
+
+def _fake_papermill(monkeypatch, fail=None):
+    """papermill.execute_notebook without a kernel: the executed copy gets papermill's own metadata for the paths
+    it was handed (as the real one writes it), then ``fail`` (an exception) is raised if given."""
+    import nbformat
+    import papermill as pm
+    from papermill.execute import prepare_notebook_metadata
+
+    def execute(input_path, output_path, **kw):
+        nb = nbformat.read(input_path, as_version=4)
+        nb.metadata["papermill"] = nbformat.NotebookNode(parameters=kw.get("parameters", {}))
+        nb = prepare_notebook_metadata(nb, input_path, output_path)
+        Path(output_path).parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, output_path)
+        if fail is not None:
+            raise fail
+
+    monkeypatch.setattr(pm, "execute_notebook", execute)
+
+
+@pytest.mark.parametrize("outcome", ["finished", "kernel died", "cell failed"])
+def test_runner_writes_repository_relative_paths_into_notebook_metadata(outcome, tmp_path, monkeypatch):
+    from nbclient.exceptions import DeadKernelError
+    from papermill.exceptions import PapermillExecutionError
+
+    from helpers import runner
+
+    monkeypatch.setenv("STORYBENCH_ROOT", str(ROOT))
+    monkeypatch.setenv("STORYBENCH_REPORTS", str(tmp_path / "reports"))
+    fail = {"finished": None, "kernel died": DeadKernelError("Kernel died"),
+            "cell failed": PapermillExecutionError(3, 3, "x = 1", "ValueError", "boom", [])}[outcome]
+    _fake_papermill(monkeypatch, fail)
+    monkeypatch.setattr("helpers.reporting.write_requirements_lock", lambda profile: None)
+    todo = runner.plan("smoke", runner.select(runner.notebooks(), "01", None))
+    if fail is None:
+        runner._run("smoke", todo, False)
+    else:
+        with pytest.raises(runner.RunnerError, match="partial executed copy is kept at reports/smoke/notebooks/01_") as e:
+            runner._run("smoke", todo, False)
+        assert "\n" not in str(e.value)  # one line
+    out = tmp_path / "reports" / "smoke" / "notebooks" / "01_data_budgets.ipynb"
+    meta = json.loads(out.read_text())["metadata"]["papermill"]
+    assert meta["input_path"] == "notebooks/01_data_budgets.ipynb"
+    assert meta["output_path"] == "reports/smoke/notebooks/01_data_budgets.ipynb"
+    assert not [p for p in report_problems(out) if "absolute path" in p]
 
 
 def test_clean_streams_collapses_redraws(tmp_path):

@@ -63,7 +63,7 @@ def disk_full_error(path: str | os.PathLike, e: BaseException) -> OSError:
     except OSError:
         free = "free space unknown"
     return OSError(getattr(e, "errno", None) or errno.ENOSPC,
-                   f"cannot write {path}: no space left ({free}; {getattr(e, 'strerror', None) or e}); nothing was "
+                   f"cannot write {shown_path(path)}: no space left ({free}; {getattr(e, 'strerror', None) or e}); nothing was "
                    f"replaced, the previous {path.name} (if any) is kept")
 
 

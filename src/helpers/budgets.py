@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from .artifacts import read_json, write_json
+from .config import shown_path
 from .data import Document, count_words
 
 # Bump when prepare_corpora writes something new, so that finished data steps are redone (it is in their fingerprint).
@@ -182,10 +183,10 @@ class Ledger:
             profile = f.parent.parent.name
             redo = f"rerun notebook 01 for profile {profile} (./run_all.sh --profile {profile} --only 01), which rebuilds it"
             if not f.is_file():
-                raise BudgetError(f"{f} is missing; {redo}")
+                raise BudgetError(f"{shown_path(f)} is missing; {redo}")
             size = f.stat().st_size
             if size != rec["size"] or sha256_file(f) != rec["sha256"]:
-                raise BudgetError(f"{f} does not match the budget ledger ({size:,} bytes now, {rec['size']:,} when "
+                raise BudgetError(f"{shown_path(f)} does not match the budget ledger ({size:,} bytes now, {rec['size']:,} when "
                                   f"written: {'truncated' if size < rec['size'] else 'edited'}); {redo}")
         return f
 
@@ -212,13 +213,13 @@ class Ledger:
         profile = f.parent.parent.name
         redo = f"rerun notebook {maker} for profile {profile} (./run_all.sh --profile {profile} --only {maker}), which rebuilds it"
         if not f.is_file():
-            raise BudgetError(f"corpus {name!r}: {f} is missing; {redo}")
+            raise BudgetError(f"corpus {name!r}: {shown_path(f)} is missing; {redo}")
         if e.sha256 is None:
             return f
         size = f.stat().st_size
         if size != e.size or sha256_file(f) != e.sha256:
             raise BudgetError(
-                f"corpus {name!r}: {f} does not match the budget ledger ({size:,} bytes now, {e.size:,} when written: "
+                f"corpus {name!r}: {shown_path(f)} does not match the budget ledger ({size:,} bytes now, {e.size:,} when written: "
                 f"{'truncated' if e.size and size < e.size else 'edited'}), so its word count ({e.words:,}) no longer "
                 f"holds; {redo}"
             )
@@ -477,10 +478,12 @@ def read_corpus(path: str | Path) -> list[dict]:
     ledger next to it is first checked against the ledger's size and SHA-256 (see :meth:`Ledger.verify`), so a
     truncated or edited file stops with a message instead of feeding a model silently."""
     from .artifacts import read_jsonl
+    from .config import require_output
 
     path = Path(path)
     if (path.parent / "ledger.json").is_file():
         Ledger(path.parent / "ledger.json").verify_file(path)
+    require_output(path, "corpus")  # missing (notebook 01 never ran): a message naming the notebook to run
     return read_jsonl(path)
 
 

@@ -270,7 +270,7 @@ def require_output(path: str | os.PathLike, what: str = "model") -> Path:
         prof = f" for profile {profile}" if profile in PROFILES else ""
         flag = f" (./run_all.sh --profile {profile} --only {PRODUCERS[part]})" if profile in PROFILES else ""
         hint = f"; it is made by notebook {PRODUCERS[part]}: run notebook {PRODUCERS[part]}{prof} first{flag}"
-    raise FileNotFoundError(f"no {what} at {path}{hint}")
+    raise FileNotFoundError(f"no {what} at {shown_path(path)}{hint}")
 
 
 def is_local_path(path: str | os.PathLike) -> bool:

@@ -96,9 +96,9 @@ class ProfileLock:
                 if isinstance(pid, int) and _alive(pid):
                     raise RunnerError(
                         f"profile {self.profile!r} is being run by pid {pid} (started {info.get('started', '?')}, "
-                        f"lock {self.path}); wait for it to finish or stop that process"
+                        f"lock {_short(self.path)}); wait for it to finish or stop that process"
                     ) from None
-                print(f"run_all: taking over the stale lock {self.path} of pid {pid} (no longer running)", flush=True)
+                print(f"run_all: taking over the stale lock {_short(self.path)} of pid {pid} (no longer running)", flush=True)
                 self.path.unlink(missing_ok=True)
                 continue
             with os.fdopen(fd, "w") as f:
@@ -212,13 +212,9 @@ def headless_environment() -> None:
 _CR = __import__("re").compile(r"[^\n]*\r(?=[^\n])")
 
 
-def clean_streams(path: Path) -> None:
+def _collapse_streams(nb: dict) -> bool:
     """Collapse carriage-return redraws in the stream outputs of an executed notebook (what a terminal would show
-    at the end), merging consecutive outputs of the same stream first."""
-    try:
-        nb = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return
+    at the end), merging consecutive outputs of the same stream first. True when something changed."""
     changed = False
     for cell in nb.get("cells", []):
         outs, new = cell.get("outputs") or [], []
@@ -238,10 +234,47 @@ def clean_streams(path: Path) -> None:
                 changed = True
         if outs:
             cell["outputs"] = new
+    return changed
+
+
+def _relative_metadata(nb: dict) -> bool:
+    """papermill records the paths it was given (``metadata.papermill.input_path``/``output_path``): make them
+    repository-relative (``notebooks/01_x.ipynb``, ``reports/cpu/notebooks/01_x.ipynb``), as ``shown_path`` does.
+    True when something changed."""
+    from .config import shown_path
+
+    meta = (nb.get("metadata") or {}).get("papermill")
+    if not isinstance(meta, dict):
+        return False
+    changed = False
+    for key in ("input_path", "output_path", "cwd"):
+        v = meta.get(key)
+        if isinstance(v, str) and v and Path(v).is_absolute():
+            meta[key] = shown_path(v)
+            changed = True
+    return changed
+
+
+def tidy_report(path: Path) -> None:
+    """Make an executed notebook fit to commit, in one atomic rewrite: stream redraws collapsed, and no absolute
+    path in papermill's metadata. Called after every execution, finished or failed."""
+    try:
+        nb = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return
+    changed = _collapse_streams(nb)
+    changed = _relative_metadata(nb) or changed
     if changed:
         from .artifacts import write_text
 
-        write_text(path, json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+        try:
+            write_text(path, json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+        except OSError as e:  # e.g. disk full: the executed copy is left as papermill wrote it, and the run goes on
+            print(f"run_all: warning: could not tidy {_short(path)} ({e}); it is kept as papermill wrote it",
+                  file=sys.stderr, flush=True)
+
+
+clean_streams = tidy_report  # the former name
 
 
 def _run(profile: str, todo: list[tuple[Path, dict]], log_output: bool) -> list[dict]:
@@ -266,15 +299,16 @@ def _run(profile: str, todo: list[tuple[Path, dict]], log_output: bool) -> list[
             )
         except PapermillExecutionError as e:
             raise RunnerError(
-                f"notebook {nb.name} failed in cell {e.cell_index} (execution count {e.exec_count}): {e.ename}: {e.evalue}\n"
-                f"the partial executed copy is kept at {out}"
+                f"notebook {nb.name} failed in cell {e.cell_index} (execution count {e.exec_count}): {e.ename}: {e.evalue}; "
+                f"the partial executed copy is kept at {_short(out)}"
             ) from None
         except DeadKernelError:
             raise RunnerError(
                 f"notebook {nb.name}: the kernel died in {_running_cell(out)} (killed, or out of memory); "
-                f"the partial executed copy is kept at {out}"
+                f"the partial executed copy is kept at {_short(out)}"
             ) from None
-        clean_streams(out)
+        finally:  # finished, failed or interrupted: the executed copy holds no absolute path
+            tidy_report(out)
         dt = time.time() - t0
         timings.append({"notebook": nb.name, "seconds": round(dt, 1)})
         print(f"=== {nb.name} done in {dt / 60:.1f} min", flush=True)
@@ -302,10 +336,10 @@ def _run(profile: str, todo: list[tuple[Path, dict]], log_output: bool) -> list[
 
 
 def _short(p: Path) -> str:
-    try:
-        return str(p.relative_to(repo_root()))
-    except ValueError:
-        return str(p)
+    """``p`` relative to the repository, or to ``$STORYBENCH_REPORTS``/``$STORYBENCH_RUNS`` (as in reports)."""
+    from .config import shown_path
+
+    return shown_path(p)
 
 
 def main(argv: list[str] | None = None) -> int:

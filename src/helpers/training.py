@@ -439,7 +439,7 @@ def _save_error(what: str, path: Path, e: BaseException, kept: str) -> OSError:
         free = "free space unknown"
     msg = " ".join(str(e).split())[:200]
     return OSError(getattr(e, "errno", None) or errno.ENOSPC,
-                   f"cannot save the {what} to {path} ({free}; disk full?): {type(e).__name__}: {msg}; {kept}")
+                   f"cannot save the {what} to {shown_path(path)} ({free}; disk full?): {type(e).__name__}: {msg}; {kept}")
 
 
 def _save_pretrained(model, tokenizer, path: Path, info: dict) -> None:
