@@ -116,13 +116,13 @@ def main():
         best = min((r for r in rows if r["head"] == "predicted only"), key=lambda r: r["s_per_step"])["threads"]
         torch.set_num_threads(best)
         rows.append({**bench("base", 8, 128, 2, True), "threads": best})
-    hdr = (f"| {'model':6} | {'params':>11} | {'batch':>6} | {'MLM head':14} | {'threads':>7} | {'s/step':>7} | "
+    hdr = (f"| {'model':6} | {'params':>11} | {'batch':>6} | {'MLM head':20} | {'threads':>7} | {'s/step':>7} | "
            f"{'tokens/s':>9} | {'GFLOP/step':>10} | {'GFLOP/s':>8} | {'% peak':>6} |")
     print()
     print(hdr)
     print("|" + "|".join("-" * len(c) for c in hdr.split("|")[1:-1]) + "|")
     for r in rows:
-        print(f"| {r['preset']:6} | {r['params']:>11,} | {r['batch']:>6} | {r['head']:14} | {r['threads']:>7} | "
+        print(f"| {r['preset']:6} | {r['params']:>11,} | {r['batch']:>6} | {r['head']:20} | {r['threads']:>7} | "
               f"{r['s_per_step']:7.3f} | {r['tokens_per_s']:9,.0f} | {r['gflop_per_step']:10.1f} | "
               f"{r['gflops']:8.1f} | {100 * r['gflops'] / peaks[r['threads']]:5.1f}% |")
     ours = next(r for r in rows if r["preset"] == "cpu" and r["threads"] == 1 and r["head"] == "predicted only")
