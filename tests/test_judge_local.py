@@ -154,7 +154,7 @@ def test_validity_table_and_verdict():
     assert per["pairs"] == 20 and per["low"] > 0.8 and per["high"] == 1.0
     assert JV.separating_criteria(t) == ["creativity", "plot"]
     text = JV.verdict(t, "tiny")
-    assert "creativity (100 % of 80 pairs" in text and "consistency (0 %" in text
+    assert "creativity (100 % of 80 pairs from 20 stories" in text and "consistency (0 %" in text
     # two stories are too few (their pairs are not independent): the pooled interval must not claim separation
     few = JV.validity_table(_fake_grades(2))
     assert not few[few.corruption == "all"].separates.any()

@@ -880,17 +880,15 @@ class LocalJudgeClient(_CachedJudge):
             raise JudgeError("unexpected chat template layout")
         cats = (*get_protocol(kind).categories, "age_group")
         rows, reads = [], []
-        one = _single(tok, "1")
         zero = _single(tok, "0")
-        if one is None or zero is None:
+        if zero is None:
             raise JudgeConfigError("the judge tokenizer has no single-token digits")
         for c in cats:
             options = AGE_LETTERS if c == "age_group" else tuple(str(d) for d in range(1, 10))
             label_ids, opt_ids = _answer_ids(tok, LOCAL_LABELS[c], options)
-            if tok.encode(" 1", add_special_tokens=False)[-1] != one and c != "age_group" and len(opt_ids) and opt_ids[0] != one:
-                raise JudgeConfigError("digit answers after a space are not the bare digit tokens")
             q_ids = tok.encode(LOCAL_QUESTIONS[c] + tail, add_special_tokens=False) + label_ids
             row = q_ids + ([opt_ids[0]] if c != "age_group" else [])  # grade rows go on with "1" to read P("0" | "1")
+            # (``opt_ids[0]`` is "1" or " 1", whichever the tokenizer writes after the label; "0" follows either way)
             rows.append(row)
             reads.append((c, len(q_ids) - 1, opt_ids))
         head_ids = tok.encode(head, add_special_tokens=False)

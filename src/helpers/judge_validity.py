@@ -169,7 +169,8 @@ def validity_table(graded, criteria: Sequence[str] = VALIDITY_CRITERIA, confiden
                 boot = rng.choice(per_story, size=(samples, len(per_story)), replace=True).mean(axis=1)
                 blo, bhi = (float(x) for x in np.quantile(boot, [(1 - confidence) / 2, (1 + confidence) / 2]))
                 lo, hi = min(lo, blo), max(hi, bhi)
-            rows.append({"criterion": c, "corruption": kind, "pairs": n, "real wins": round(share, 4),
+            rows.append({"criterion": c, "corruption": kind, "pairs": n, "stories": int(sub["pair"].nunique()),
+                         "real wins": round(share, 4),
                          "low": round(lo, 4), "high": round(hi, 4),
                          "mean difference": round(float((sub["real"] - sub["corrupted"]).mean()), 4),
                          "separates": bool(lo > 0.5)})
@@ -187,7 +188,8 @@ def verdict(table, judge_name: str) -> str:
     allc = table[table.corruption == "all"].set_index("criterion")
     parts_yes, parts_no = [], []
     for c, r in allc.iterrows():
-        s = f"{c} ({100 * r['real wins']:.0f} % of {int(r['pairs'])} pairs, 95 % interval {100 * r['low']:.0f}-{100 * r['high']:.0f} %)"
+        s = (f"{c} ({100 * r['real wins']:.0f} % of {int(r['pairs'])} pairs from {int(r['stories'])} stories, 95 % "
+             f"interval {100 * r['low']:.0f}-{100 * r['high']:.0f} %)")
         (parts_yes if r["separates"] else parts_no).append(s)
     yes = "; ".join(parts_yes) if parts_yes else "no criterion"
     no = "; ".join(parts_no) if parts_no else "none"
@@ -234,3 +236,21 @@ def time_per_item(*graded: Mapping[str, Any] | Any) -> dict[str, float]:
     return {"items": int(len(s)), "seconds": round(float(s.sum()), 1),
             "mean s/item": round(float(s.mean()), 3) if len(s) else float("nan"),
             "median s/item": round(float(s.median()), 3) if len(s) else float("nan")}
+
+
+def closing_note(table, judge_name: str, timing: Mapping[str, Any] | None, used: Sequence[str]) -> str:
+    """The closing note's judge paragraph, every number computed: the verdict, each criterion's share per
+    corruption with its interval, the criteria used, and the judge's time per item."""
+    lines = [verdict(table, judge_name), "Real ending graded higher, share of pairs [95 % interval], per corruption:"]
+    for c in dict.fromkeys(table.criterion):
+        t = table[table.criterion == c]
+        cells = [f"{k} {100 * w:.0f} % [{100 * lo:.0f}, {100 * hi:.0f}]"
+                 for k, w, lo, hi in zip(t.corruption, t["real wins"], t["low"], t["high"])]
+        lines.append(f"  {c}: " + "; ".join(cells))
+    lines.append(f"Decoders graded with: {', '.join(used) if used else 'no criterion (none separates)'}.")
+    if timing:
+        lines.append(f"Judge time: {timing.get('mean s/item')} s per item on average (median {timing.get('median s/item')} s) "
+                     f"over {timing.get('items')} items graded in this or an earlier run, plus "
+                     f"{timing.get('model load s', '?')} s to load the judge; {timing.get('threads', '?')} threads of "
+                     f"{timing.get('cpu', '?')}.")
+    return "\n".join(lines)
