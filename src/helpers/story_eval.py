@@ -489,16 +489,54 @@ def colour_table_html(graded, caption: str | None = None, extra: Mapping[tuple[s
 
 # ----------------------------------------------------------------------------- the judge, from notebook parameters
 def judge_config(base_url: str | None = None, model: str | None = None, api_key_env: str | None = None,
-                 cache_dir: str | Path | None = None, **settings: Any):
-    """A :class:`helpers.judge.JudgeConfig` from flat notebook parameters (``judge_base_url``, ``judge_model``,
-    ``judge_api_key_env`` and other settings), falling back to the environment; ``None`` when no endpoint is
-    configured (judge scores are then skipped, never invented)."""
-    from .judge import JudgeConfig
+                 cache_dir: str | Path | None = None, backend: str = "openai-compatible", **settings: Any):
+    """The judge of notebook parameters.  ``backend`` (the ``judge`` parameter): ``"local"`` gives a
+    :class:`helpers.judge.LocalJudgeConfig` (the in-process SmolLM2 judge; the other arguments but ``cache_dir``
+    are ignored), ``"none"`` gives ``None``, ``"openai-compatible"`` a :class:`helpers.judge.JudgeConfig` from flat
+    notebook parameters (``judge_base_url``, ``judge_model``, ``judge_api_key_env`` and other settings), falling
+    back to the environment, or ``None`` when no endpoint is configured (judge scores are then skipped, never
+    invented)."""
+    from .judge import JUDGE_BACKENDS, JudgeConfig, LocalJudgeConfig
+
+    if backend not in JUDGE_BACKENDS:
+        raise ValueError(f"judge = {backend!r}; choose one of {', '.join(JUDGE_BACKENDS)}")
+    if backend == "none":
+        return None
+    if backend == "local":
+        return LocalJudgeConfig(cache_dir=Path(cache_dir) if cache_dir else None)
 
     p = {"base_url": base_url, "model": model, **settings}
     if api_key_env:
         p["api_key_env"] = api_key_env
     return JudgeConfig.from_params({"judge": p}, cache_dir=cache_dir)
+
+
+def judge_prompt_ids(kept: Mapping[str, Iterable[Any]], n: int, seed: int) -> list[Any]:
+    """``n`` prompt ids (seeded, sorted) among those that every model kept (see :func:`fit_prompts`): the judged
+    prompts are the same for every model."""
+    sets = [set(v) for v in kept.values()]
+    common = sorted(set.intersection(*sets)) if sets else []
+    return sorted(random.Random(seed).sample(common, min(int(n), len(common))))
+
+
+def judge_items(nucleus, greedy, prompt_ids: Sequence[Any], samples: int):
+    """The completions to grade: for each judged prompt, the greedy completion (``greedy`` rows, may be None) and
+    the first ``samples`` nucleus samples; a ``decoding`` column says which."""
+    import pandas as pd
+
+    cols = ["model", "story_id", "sample", "prompt", "completion"]
+    parts = []
+    if greedy is not None and len(greedy):
+        g = greedy[greedy["story_id"].isin(prompt_ids)][cols].copy()
+        g["decoding"] = "greedy"
+        parts.append(g)
+    if samples and nucleus is not None and len(nucleus):
+        s = nucleus[nucleus["story_id"].isin(prompt_ids) & (nucleus["sample"] < samples)][cols].copy()
+        s["decoding"] = "nucleus"
+        parts.append(s)
+    if not parts:
+        return pd.DataFrame(columns=[*cols, "decoding"])
+    return pd.concat(parts, ignore_index=True)
 
 
 def judge_summary(grades, by: Sequence[str] = ("model",), categories: Sequence[str] | None = None):
