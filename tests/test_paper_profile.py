@@ -359,3 +359,22 @@ def test_template_check_reuses_known_plain_runs():
     runs = [idx.longest_shared_run(swapped).length]
     assert D.template_matches([swapped], STORIES, names=names, plain_runs=runs) == \
         D.template_matches([swapped], STORIES, names=names, index=idx)
+
+
+def test_notebook_05b_picks_the_real_instruct_files_when_given(tmp_path, monkeypatch):
+    """``instruct_files.plan_instruct_run`` / ``heldout_prompts`` (what notebook 05b calls) use the real files
+    when the params name them, the derived documents otherwise, and refuse a train file without a valid file."""
+    from helpers import instruct_files as IF, story_eval
+
+    calls = []
+    monkeypatch.setattr(story_eval, "plan_instruct", lambda *a, **k: calls.append(("derived", a, k)) or "derived")
+    monkeypatch.setattr(IF, "plan_instruct_from_files", lambda *a, **k: calls.append(("real", a, k)) or "real")
+    monkeypatch.setattr(story_eval, "heldout_instruct_prompts", lambda *a, **k: "derived prompts")
+    monkeypatch.setattr(IF, "instruct_file_prompts", lambda f, n, s: f"real prompts {f} {n} {s}")
+    assert IF.plan_instruct_run(tmp_path, "tiny-1M", {}, 1, 5, n_words=3) == "derived"
+    assert IF.plan_instruct_run(tmp_path, "tiny-1M", {}, 1, 5, "train.txt", "valid.txt", n_words=3) == "real"
+    assert calls[1][1][3:5] == ("train.txt", "valid.txt") and calls[1][2] == {"n_words": 3}
+    with pytest.raises(ValueError, match="instruct_valid_file"):
+        IF.plan_instruct_run(tmp_path, "tiny-1M", {}, 1, 5, "train.txt", None)
+    assert IF.heldout_prompts(tmp_path, 4, 7, None, n_words=3) == "derived prompts"
+    assert IF.heldout_prompts(tmp_path, 4, 7, "valid.txt", n_words=3) == "real prompts valid.txt 4 7"

@@ -97,3 +97,28 @@ def instruct_file_prompts(valid_file: str | Path, n: int, seed: int):
     random.Random(seed).shuffle(docs)
     docs = docs[:n]
     return story_prompts([d.prompt for _, d in docs], [f"valid-{i}" for i, _ in docs], [d.story for _, d in docs])
+
+
+def plan_instruct_run(run_dir: str | Path, budget: str, p02: dict, seed: int, heldout_prompts: int,
+                      train_file: str | Path | None = None, valid_file: str | Path | None = None, **plan_kwargs):
+    """Notebook 05b's instruct decoder: on the real TinyStoriesInstruct files when ``train_file`` is given
+    (:func:`plan_instruct_from_files`; ``valid_file`` is then required), else on Instruct documents derived from the
+    budget's stories (:func:`helpers.story_eval.plan_instruct`, the cpu profile's fallback)."""
+    from .story_eval import plan_instruct
+
+    if train_file is None:
+        return plan_instruct(run_dir, budget, p02, seed, heldout_prompts, **plan_kwargs)
+    if valid_file is None:
+        raise ValueError("instruct_train_file is set but instruct_valid_file is not: the real files need both")
+    return plan_instruct_from_files(run_dir, budget, p02, train_file, valid_file, seed, **plan_kwargs)
+
+
+def heldout_prompts(run_dir: str | Path, n: int, seed: int, valid_file: str | Path | None = None, **derive_kwargs):
+    """Held-out Instruct prompts: ``n`` of the real validation file when ``valid_file`` is given
+    (:func:`instruct_file_prompts`), else derived from held-out stories
+    (:func:`helpers.story_eval.heldout_instruct_prompts`)."""
+    from .story_eval import heldout_instruct_prompts
+
+    if valid_file is None:
+        return heldout_instruct_prompts(run_dir, n, seed, **derive_kwargs)
+    return instruct_file_prompts(valid_file, n, seed)
