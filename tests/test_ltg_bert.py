@@ -371,24 +371,13 @@ def test_masked_only_head_gives_the_same_loss():
 def test_bf16_autocast_step_is_close_to_fp32():
     """The cpu profile trains encoders under bf16 autocast where the CPU has native bf16 (``precision: auto``): one
     MLM step's loss within 2 % and every weight matrix's gradient at cosine > 0.98 of the fp32 step."""
-    from helpers.hardware import autocast_context
+    from precision_check import assert_bf16_step_close_to_fp32
 
     ids = _ids(b=4, t=32)
     labels = torch.full_like(ids, -100)
     labels[:, 5:12] = ids[:, 5:12]
-    grads, losses = {}, {}
-    for precision in ("fp32", "bf16"):
-        model = _tiny(0).train()
-        with autocast_context(precision, "cpu")():
-            loss = model(ids, labels=labels, masked_only=True).loss
-        loss.float().backward()
-        losses[precision] = float(loss.detach())
-        grads[precision] = {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
-    assert losses["bf16"] == pytest.approx(losses["fp32"], rel=0.02)
-    for name, g in grads["fp32"].items():
-        if g.dim() == 2 and g.norm() > 0:
-            cos = torch.nn.functional.cosine_similarity(g.flatten(), grads["bf16"][name].flatten(), dim=0)
-            assert cos > 0.98, f"{name}: cosine {float(cos):.4f}"
+    assert_bf16_step_close_to_fp32(lambda: _tiny(0).train(),
+                                   lambda m: m(ids, labels=labels, masked_only=True).loss)
 
 
 # ----------------------------------------------------------------------------- LAMB

@@ -480,23 +480,11 @@ def test_bf16_autocast_step_is_close_to_fp32():
     """One training step's loss and gradients under bf16 autocast against fp32 (bf16 keeps 8 bits of mantissa:
     tolerance 2 % on the loss, cosine similarity > 0.98 of every weight matrix's gradient). Runs everywhere: on
     CPUs without native bf16 PyTorch emulates it (slowly, hence ``precision: auto`` picks fp32 there)."""
-    from helpers.hardware import autocast_context
+    from precision_check import assert_bf16_step_close_to_fp32
 
     tr, _ = W.make_data()
     batch = tr.batch(0, 4)
-    grads, losses = {}, {}
-    for precision in ("fp32", "bf16"):
-        model = W.make_model(0.0)
-        with autocast_context(precision, "cpu")():
-            loss = lm_loss(model, batch)
-        loss.float().backward()
-        losses[precision] = float(loss.detach())
-        grads[precision] = {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
-    assert losses["bf16"] == pytest.approx(losses["fp32"], rel=0.02)
-    for name, g in grads["fp32"].items():
-        if g.dim() == 2 and g.norm() > 0:
-            cos = torch.nn.functional.cosine_similarity(g.flatten(), grads["bf16"][name].flatten(), dim=0)
-            assert cos > 0.98, f"{name}: cosine {float(cos):.4f}"
+    assert_bf16_step_close_to_fp32(lambda: W.make_model(0.0), lambda m: lm_loss(m, batch))
 
 
 def test_training_in_bf16_learns_like_fp32(tmp_path):
