@@ -511,3 +511,18 @@ def test_training_path_runs_under_bf16_autocast_with_dropout():
         loss = model(input_ids=ids, labels=ids, use_cache=False).loss
     loss.float().backward()
     assert torch.isfinite(loss) and all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+
+
+def test_context_length_reads_every_kind_of_model_description(tmp_path):
+    """One home for a model's context: a model, its config, a config dict, a saved folder; None when unstated."""
+    import json
+
+    from helpers.decoder import build_decoder, context_length
+
+    model = build_decoder(dict(hidden=16, layers=1, heads=2, context=48, window=16, vocab_size=50), seed=0)
+    assert context_length(model) == context_length(model.config) == 48
+    model.config.save_pretrained(tmp_path)
+    assert context_length(tmp_path) == context_length(str(tmp_path)) == 48
+    assert context_length({"n_positions": 1024}) == 1024 and context_length({"n_ctx": 0, "n_positions": 7}) == 7
+    assert context_length({}) is None and context_length({"max_position_embeddings": True}) is None
+    assert json.loads((tmp_path / "config.json").read_text())["max_position_embeddings"] == 48

@@ -34,7 +34,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import torch
 
-from .data import PackedBlocks, pack_blocks
+from .data import EOT, PackedBlocks, pack_blocks
 from .training import lm_loss
 
 SHAPE_KEYS = ("hidden", "layers", "heads")
@@ -336,7 +336,7 @@ def train_compressor(name: str, train_data, valid_data, tokenizer, spec: dict, c
     from .training import train_or_skip
 
     compressor_config(spec)  # refuse bad specs before anything is deleted or trained
-    eot = tokenizer.convert_tokens_to_ids("<|endoftext|>")
+    eot = tokenizer.convert_tokens_to_ids(EOT)
     ids = dict(bos_token_id=eot, eos_token_id=eot, pad_token_id=eot)
     return train_or_skip(name, lambda: build_compressor(spec, seed=cfg.seed, **ids), {"compressor": dict(spec)},
                          train_data, valid_data, tokenizer, cfg, out_dir, loss_fn=compressor_loss, progress=progress,

@@ -29,6 +29,7 @@ function, same distribution of dropout masks, different random draws than HF's e
 """
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -176,6 +177,21 @@ def load_decoder(path: str | Path, fast: bool = True, **kwargs: Any) -> GPTNeoFo
         require_output(path, "decoder")
     model = GPTNeoForCausalLM.from_pretrained(str(path), **kwargs)
     return enable_fast_attention(model) if fast else model
+
+
+def context_length(model_or_config: Any) -> int | None:
+    """The context length of a model, a transformers config, a config dict or a saved model folder (its
+    ``config.json``): the first positive ``max_position_embeddings``, ``n_positions`` or ``n_ctx``; None when none
+    is set. The one place every stage reads a model's context from (decoders and encoders alike)."""
+    obj = model_or_config
+    if isinstance(obj, (str, Path)):
+        obj = json.loads((Path(obj) / "config.json").read_text())
+    cfg = obj if isinstance(obj, dict) else getattr(obj, "config", obj)
+    for k in ("max_position_embeddings", "n_positions", "n_ctx"):
+        v = cfg.get(k) if isinstance(cfg, dict) else getattr(cfg, k, None)
+        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+            return v
+    return None
 
 
 def count_parameters(model: torch.nn.Module, non_embedding: bool = False) -> int:

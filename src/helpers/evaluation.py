@@ -69,6 +69,7 @@ import torch
 import torch.nn.functional as F
 
 from .data import DataError, read_jsonl_rows, resolve
+from .decoder import context_length
 
 if TYPE_CHECKING:  # annotations only (pandas is imported where it is used)
     import pandas as pd
@@ -233,15 +234,6 @@ def task_files(task: str, blimp_version: str = "filtered") -> list[Path]:
 # ============================================================================================ encoding
 
 
-def _context_of(model) -> int | None:
-    cfg = getattr(model, "config", None)
-    for k in ("max_position_embeddings", "n_positions", "n_ctx"):
-        v = getattr(cfg, k, None)
-        if isinstance(v, int) and v > 0:
-            return v
-    return None
-
-
 def _split_encode(tokenizer, context: str | None, text: str, delimiter: str) -> tuple[list[int], list[int]]:
     """(context ids, continuation ids) without special tokens, split as lm-eval does: the continuation is what
     ``tok(context + delimiter + text)`` adds after ``tok(context)``."""
@@ -336,7 +328,7 @@ def causal_scores(
                                              else tokenizer.bos_token_id)
     if eot is None:
         raise ValueError("the tokenizer has no end-of-text token; pass eot_id")
-    max_len = _context_of(model)
+    max_len = context_length(model)
     seqs, starts = [], []  # full token sequences; index of the first scored token in each
     for (ctx, text), (c_ids, t_ids) in zip(uniq, _encode_all(tokenizer, uniq, delimiter)):
         if not t_ids:

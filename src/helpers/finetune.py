@@ -735,7 +735,7 @@ def model_name(model_dir: str | Path) -> str:
     return p.parent.name if p.name in ("best", "final", "model") else p.name
 
 
-def model_digest(model_dir: str | Path) -> dict[str, str]:
+def model_files_digest(model_dir: str | Path) -> dict[str, str]:
     """SHA-256 of the weights and tokenizer files of a model folder (what the cache key depends on)."""
     p = Path(model_dir)
     names = [n for n in ("model.safetensors", "pytorch_model.bin", "config.json", "tokenizer.json") if (p / n).is_file()]
@@ -831,7 +831,7 @@ def finetune_all(model_dir: str | Path, tasks: Iterable[str] = TASK_NAMES, cfg: 
     if note:
         log(f"scaled-down fine-tuning ({note}); paper setting: 10 epochs, all examples")
     cache = Path(cache_dir)
-    digest = model_digest(model_dir)
+    digest = model_files_digest(model_dir)
     records: dict[str, dict] = {}
     for train_task in dict.fromkeys(TASKS[t].trained_as for t in tasks):
         fp = fingerprint("finetune", FINETUNE_VERSION, digest, train_task, cfg.to_dict(), data_files(train_task, cfg.train_dir))
@@ -881,6 +881,6 @@ __all__ = [
     "finetune_config", "render", "read_rows", "load_examples", "carve_splits", "subsample", "prepare_task",
     "data_files", "accuracy", "f1_binary", "mcc", "score_all", "metric_interval", "METRICS", "model_kind", "load_classifier", "encode",
     "pad_batch", "predict", "evaluate_examples", "lr_multiplier", "fit", "FitResult", "finetune_prepared",
-    "finetune_task", "finetune_all", "result_row", "glue_average", "model_digest", "model_name", "train_file",
+    "finetune_task", "finetune_all", "result_row", "glue_average", "model_files_digest", "model_name", "train_file",
     "scaled_tasks", "protocol_note",
 ]

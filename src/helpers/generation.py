@@ -23,7 +23,8 @@ from typing import Any, Iterable, Sequence
 
 import torch
 
-EOT = "<|endoftext|>"
+from .data import EOT  # the end-of-text token (also generation.EOT)
+from .decoder import context_length
 
 
 # ----------------------------------------------------------------------------- prompts
@@ -138,10 +139,6 @@ def sample_next(logits: torch.Tensor, decoding: Decoding, generator: torch.Gener
 SHRINK_AT = 7 / 8
 
 
-def _context_of(model) -> int:
-    return int(getattr(model.config, "max_position_embeddings", 1 << 30))
-
-
 @torch.no_grad()
 def generate(
     model,
@@ -167,7 +164,7 @@ def generate(
     device = next(model.parameters()).device
     k = decoding.k
     per_batch = max(1, batch_size // k)
-    ctx = _context_of(model)
+    ctx = context_length(model) or 1 << 30  # a model without a stated context: no limit
     prompts = [([eot_id] if bos else []) + list(p) for p in prompt_ids]
     if any(len(p) == 0 for p in prompts):
         raise ValueError("empty prompt (pass bos=True or give at least one token)")

@@ -42,6 +42,7 @@ import numpy as np
 
 from .artifacts import atomic_path, fingerprint, read_json, run_step, sha256_file, write_json
 from .config import shown_path
+from .data import EOT
 
 CACHE_VERSION = 1
 LEXICON = "lexicon/blimp_vocabulary.csv.gz"
@@ -427,7 +428,7 @@ class StoryTokens:
 def encode_story(tokenizer, text: str, max_tokens: int, tagger=None) -> StoryTokens:
     """Tokenise ``text`` after a start token (``<|endoftext|>``), map tokens to words, classify words."""
     enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-    start = tokenizer.convert_tokens_to_ids("<|endoftext|>")
+    start = tokenizer.convert_tokens_to_ids(EOT)
     if start is None or start == tokenizer.unk_token_id:
         start = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
     keep = max(0, max_tokens - 1)
@@ -460,7 +461,7 @@ def display_token(tokenizer, token_id: int) -> str:
     """A readable label for one token: the decoded piece; a leading space is dropped (``Ġthe`` → ``the``), a line
     break is ``↵``, a lone space ``␣`` and the start token ``<eot>``."""
     raw = tokenizer.convert_ids_to_tokens(int(token_id))
-    if raw in ("<|endoftext|>",) or int(token_id) in (tokenizer.all_special_ids or []):
+    if raw == EOT or int(token_id) in (tokenizer.all_special_ids or []):
         return "<eot>" if "endoftext" in str(raw) else str(raw)
     piece = tokenizer.decode([int(token_id)], clean_up_tokenization_spaces=False)
     if "\n" in piece:

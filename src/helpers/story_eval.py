@@ -402,9 +402,14 @@ def story_prompts(texts: Sequence[str], ids: Sequence[Any] | None = None, ending
 
 
 def model_context(model_dir: str | Path) -> int:
-    """The context length (``max_position_embeddings``) of a saved decoder, read from its ``config.json``."""
-    cfg = json.loads((Path(model_dir) / "config.json").read_text())
-    return int(cfg["max_position_embeddings"])
+    """The context length of a saved decoder (:func:`helpers.decoder.context_length` of its folder); an error when its
+    config states none (prompts cannot be fitted then)."""
+    from .decoder import context_length
+
+    n = context_length(model_dir)
+    if n is None:
+        raise ValueError(f"{Path(model_dir).name}: its config.json states no context length (max_position_embeddings)")
+    return n
 
 
 def fit_prompts(prompts, tokenizer, context: int, min_new_tokens: int, bos: bool = True):

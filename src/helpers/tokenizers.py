@@ -18,7 +18,8 @@ from typing import Iterable, Literal
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
-EOT = "<|endoftext|>"
+from .data import EOT  # noqa: F401  (re-exported: the decoders' end-of-text token)
+
 DECODER_SPECIALS = ["[UNK]", EOT]
 ENCODER_SPECIALS = ["[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]", "[PAR]"]
 

@@ -35,7 +35,7 @@ import torch
 from .artifacts import atomic_path, read_json, write_json
 from .config import shown_path
 from .hardware import autocast_context, resolve_precision
-from .data import PackedBlocks, pack_blocks  # noqa: F401  (the loop's data classes; re-exported)
+from .data import EOT, PackedBlocks, pack_blocks  # noqa: F401  (the loop's data classes; re-exported)
 
 
 class TrainingDiverged(RuntimeError):
@@ -607,7 +607,7 @@ def train_decoder(name: str, train_data: PackedBlocks, valid_data: PackedBlocks,
     from .decoder import FAST_PATH_VERSION, DecoderSpec, build_decoder
 
     spec = spec if isinstance(spec, DecoderSpec) else DecoderSpec(**spec)
-    eot = tokenizer.convert_tokens_to_ids("<|endoftext|>")
+    eot = tokenizer.convert_tokens_to_ids(EOT)
     return train_or_skip(name, lambda: build_decoder(spec, seed=cfg.seed, bos_token_id=eot, eos_token_id=eot, pad_token_id=eot),
                          asdict(spec), train_data, valid_data, tokenizer, cfg, out_dir, loss_fn, progress, log,
                          extra={"fast_path": FAST_PATH_VERSION, **(extra or {})})
