@@ -103,7 +103,14 @@ def test_sweep_sentences():
     s = findings.sweep(t)
     assert s[0] == "lowest held-out loss at equal tokens: h128-l4 (4.400)"
     assert "layers 2: loss falls with hidden" in s[1]
-    assert any("hidden 64: loss does not change clearly with layers" in x for x in s)
+    assert any("hidden 64: loss does not change beyond noise with layers" in x for x in s)
+    # a heads slice beside the grid: the grid keeps its width/depth sentences, the slice gets its own
+    t = pd.concat([t, pd.DataFrame([{"model": "h128-l4-a2", "hidden": 128, "layers": 4, "heads": 2, "best valid loss": 4.6},
+                                    {"model": "h256-l4", "hidden": 256, "layers": 4, "heads": 4, "best valid loss": 4.5}])])
+    s = findings.sweep(t)
+    assert any(x.startswith("layers 4: loss is lowest at hidden 128") for x in s)
+    assert any(x.startswith("hidden 128: loss falls with layers") for x in s)
+    assert any("heads [2, 4] change the loss by 0.200" in x for x in s)
 
 
 def test_interpretability_sentences():

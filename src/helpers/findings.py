@@ -109,15 +109,22 @@ def sweep(table: pd.DataFrame, noise: float = 0.03) -> list[str]:
     out = []
     best = table.sort_values("best valid loss").iloc[0]
     out.append(f"lowest held-out loss at equal tokens: {best.model} ({best['best valid loss']:.3f})")
+    main = table[table.heads == table.heads.mode().iloc[0]]  # the width x depth grid (its usual number of heads)
     for key, other in (("hidden", "layers"), ("layers", "hidden")):
-        for val, group in table.groupby(other):
+        for val, group in main.groupby(other):
             g = group.sort_values(key)
-            if len(g) < 2 or g.heads.nunique() > 1:
+            if len(g) < 2:
                 continue
             losses = g["best valid loss"].tolist()
             steps = [a - b for a, b in zip(losses, losses[1:])]
-            verdict = ("falls" if all(s > noise for s in steps) else "rises" if all(s < -noise for s in steps)
-                       else "does not change clearly")
+            if all(s > noise for s in steps):
+                verdict = "falls"
+            elif all(s < -noise for s in steps):
+                verdict = "rises"
+            elif all(abs(s) <= noise for s in steps):
+                verdict = "does not change beyond noise"
+            else:
+                verdict = f"is lowest at {key} {g[key].iloc[losses.index(min(losses))]}"
             out.append(f"{other} {val}: loss {verdict} with {key} "
                        + " → ".join(f"{k} {l:.3f}" for k, l in zip(g[key], losses)))
     if "heads" in table and table.heads.nunique() > 1:
