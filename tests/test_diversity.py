@@ -290,3 +290,14 @@ def test_continuation_health_shares():
     assert h["ended CI low"] < 75.0 < h["ended CI high"]
     with pytest.raises(ValueError, match="ended"):
         dv.continuation_health([{"completion": "x"}])
+
+
+@pytest.mark.parametrize("n", [1, 7, 40, 150, 600, 1001])
+def test_wilson_interval_contains_the_estimate_at_the_ends(n):
+    """At k = 0 and k = n the interval must still contain the estimate (a float upper end of 1 - 1e-16 broke
+    notebook 03's error bars for the real endings, which all end)."""
+    from helpers.diversity import wilson_interval
+
+    for k in (0, n):
+        lo, hi = wilson_interval(k, n)
+        assert lo <= k / n <= hi and 0.0 <= lo and hi <= 1.0

@@ -892,7 +892,8 @@ def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, fl
     p = k / n
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # the interval contains p; clamping keeps that true under rounding (p = 1 gave an upper end of 1 - 1e-16)
+    return max(0.0, min(p, centre - half)), min(1.0, max(p, centre + half))
 
 
 # ============================================================================ memorisation against the training set
