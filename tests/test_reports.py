@@ -257,3 +257,31 @@ def test_clean_streams_collapses_redraws(tmp_path):
     clean_streams(p)
     outs = json.loads(p.read_text())["cells"][0]["outputs"]
     assert [o["text"] for o in outs] == ["a100%\n", "done\n"]
+
+
+def test_a_failed_run_keeps_the_times_of_the_notebooks_it_finished(tmp_path, monkeypatch):
+    """The second of two notebooks fails: the first one's time is already in timings.json and the history."""
+    import nbformat
+    import papermill as pm
+    from papermill.exceptions import PapermillExecutionError
+
+    from helpers import runner
+
+    monkeypatch.setenv("STORYBENCH_ROOT", str(ROOT))
+    monkeypatch.setenv("STORYBENCH_REPORTS", str(tmp_path / "reports"))
+    monkeypatch.setattr("helpers.reporting.write_requirements_lock", lambda profile: None)
+
+    def execute(input_path, output_path, **kw):
+        Path(output_path).parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nbformat.read(input_path, as_version=4), output_path)
+        if "02_" in str(input_path):
+            raise PapermillExecutionError(3, 3, "x = 1", "ValueError", "boom", [])
+
+    monkeypatch.setattr(pm, "execute_notebook", execute)
+    todo = runner.plan("smoke", runner.select(runner.notebooks(), "01,02", None))
+    with pytest.raises(runner.RunnerError):
+        runner._run("smoke", todo, False)
+    rep = tmp_path / "reports" / "smoke"
+    assert list(json.loads((rep / "timings.json").read_text())) == ["01_data_budgets.ipynb"]
+    rows = [json.loads(line) for line in (rep / "timings_history.jsonl").read_text().splitlines()]
+    assert [r["notebook"] for r in rows] == ["01_data_budgets.ipynb"] and rows[0]["cpu"] and rows[0]["revision"]

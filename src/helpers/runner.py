@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+from .artifacts import write_text
 from .config import PROFILES, ParamsError, check_params, check_profile, params_file, read_yaml, repo_root, reports_dir
 
 
@@ -311,28 +312,33 @@ def _run(profile: str, todo: list[tuple[Path, dict]], log_output: bool) -> list[
             tidy_report(out)
         dt = time.time() - t0
         timings.append({"notebook": nb.name, "seconds": round(dt, 1)})
+        record_timing(profile, timings[-1])  # at once: a later failure or interruption does not lose it
         print(f"=== {nb.name} done in {dt / 60:.1f} min", flush=True)
+    from .reporting import write_requirements_lock
+
+    write_requirements_lock(profile)
+    return timings
+
+
+def record_timing(profile: str, timing: dict) -> None:
+    """Add one finished notebook's time to ``reports/<profile>/timings.json`` (each notebook's latest run: a rerun
+    that skips cached work shows only that) and append it to ``timings_history.jsonl`` (every run, with its date, git
+    revision and CPU, so the time of a full run is not lost)."""
+    from .hardware import cpu_info
+    from .reporting import git_revision
+
     timing_file = reports_dir(profile) / "timings.json"
     try:
         old = json.loads(timing_file.read_text())
     except (FileNotFoundError, json.JSONDecodeError):
         old = {}
-    old.update({t["notebook"]: t["seconds"] for t in timings})
-    timing_file.write_text(json.dumps(dict(sorted(old.items())), indent=2) + "\n")
-    # timings.json holds each notebook's latest run (a rerun that skips cached work shows only that); the history
-    # keeps every run, so the time of a full run is not lost
-    from .hardware import cpu_info
-    from .reporting import git_revision, write_requirements_lock
-
-    write_requirements_lock(profile)
-
-    rev, when = git_revision(), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    old[timing["notebook"]] = timing["seconds"]
+    write_text(timing_file, json.dumps(dict(sorted(old.items())), indent=2) + "\n")
     cpu = cpu_info()
-    machine = {"cpu": cpu["model"], "cpu_flags": cpu["flags"], "cores": cpu["cores"]}
+    row = {**timing, "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "revision": git_revision(),
+           "cpu": cpu["model"], "cpu_flags": cpu["flags"], "cores": cpu["cores"]}
     with open(reports_dir(profile) / "timings_history.jsonl", "a", encoding="utf-8") as f:
-        for t in timings:
-            f.write(json.dumps({**t, "finished": when, "revision": rev, **machine}) + "\n")
-    return timings
+        f.write(json.dumps(row) + "\n")
 
 
 def _short(p: Path) -> str:
