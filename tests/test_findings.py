@@ -128,3 +128,16 @@ def test_choose_k_or_none_with_zero_eps_is_choose_k(eps):
     c = {2: 0.1, 5: 0.1}
     assert diversity.choose_k_or_none(c, "knee", eps=0.01) is None
     assert diversity.choose_k_or_none(c, "knee", eps=eps) == diversity.choose_k(c, "knee", eps=eps)
+
+
+def test_average_note_marks_missing_and_scaled_benchmarks():
+    from helpers.evaluation import average_note
+
+    nan = float("nan")
+    row = {"source": "ours", "BLiMP": 57.5, "Supp.": 53.0, "EWoK": 50.8, "GLUE": nan, "GLUE protocol": "not fine-tuned"}
+    assert average_note(row) == "over 3 of 4 benchmarks (GLUE missing)"
+    row.update(GLUE=45.0, **{"GLUE protocol": "scaled protocol: boolq (1 of 11 tasks)"})
+    assert average_note(row) == "GLUE includes scaled protocol: boolq (1 of 11 tasks)"
+    row["GLUE protocol"] = "standard"
+    assert average_note(row) == ""
+    assert average_note({"source": "paper", "BLiMP": 60.0, "GLUE": nan}) == ""

@@ -701,6 +701,24 @@ def interval_table(results: Mapping[tuple[str, str], "EvalResult"], chance: floa
     return pd.DataFrame(rows)
 
 
+def average_note(row: Mapping[str, Any], benchmarks: Sequence[str] = ("BLiMP", "Supp.", "EWoK", "GLUE")) -> str:
+    """What an average over ``benchmarks`` in a row of ours (``source`` not "paper") leaves out or scales: "over 3
+    of 4 benchmarks (GLUE missing)" when some are absent, and "GLUE includes <protocol>" when GLUE ran a scaled
+    protocol (its ``GLUE protocol`` column). Paper rows keep the paper's own average: empty note."""
+    import math
+
+    if row.get("source") == "paper":
+        return ""
+    missing = [b for b in benchmarks if row.get(b) is None or (isinstance(row.get(b), float) and math.isnan(row[b]))]
+    parts = []
+    if missing and len(missing) < len(benchmarks):
+        parts.append(f"over {len(benchmarks) - len(missing)} of {len(benchmarks)} benchmarks ({', '.join(missing)} missing)")
+    protocol = row.get("GLUE protocol") or ""
+    if "GLUE" not in missing and protocol not in ("", "standard", "not fine-tuned"):
+        parts.append("GLUE includes " + protocol)
+    return "; ".join(parts)
+
+
 def model_digest(model) -> str:
     """SHA-256 (16 hex) of a model's class, config and weights (every tensor of the state dict)."""
     h = hashlib.sha256(type(model).__name__.encode())
