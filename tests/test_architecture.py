@@ -170,6 +170,8 @@ def test_order_preference_counts_wins(decoder_tokenizer, real_stories):
     res = order_preference(model, decoder_tokenizer, stories, seed=1)
     assert 0 < res["stories"] <= len(stories) and 0.0 <= res["prefers_original"] <= 1.0
     assert res["loss_original"] > 0 and res["loss_shuffled"] > 0
+    assert res["ci_low"] <= round(res["prefers_original"] * res["stories"]) / res["stories"] <= res["ci_high"]
+    assert 0 < res["ci_high"] - res["ci_low"] < 1  # a Wilson interval on a handful of stories is wide, not empty
     assert res == order_preference(model, decoder_tokenizer, stories, seed=1)  # seeded
     assert model.training  # the mode is restored
 

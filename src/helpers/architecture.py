@@ -35,6 +35,7 @@ import numpy as np
 import torch
 
 from .data import EOT, PackedBlocks, pack_blocks
+from .diversity import wilson_interval
 from .training import lm_loss
 
 SHAPE_KEYS = ("hidden", "layers", "heads")
@@ -286,7 +287,8 @@ def sentence_prefix(text: str, tokenizer, max_tokens: int) -> str:
 def order_preference(model, tokenizer, stories: Sequence[str], seed: int = 0, batch_size: int = 32,
                      max_tokens: int | None = None) -> dict[str, float]:
     """How often ``model`` gives a story a higher total log-probability than the same story with its sentences
-    shuffled (seeded), and the mean per-token loss of each version. With ``max_tokens`` each story is first cut to
+    shuffled (seeded), with a Wilson 95 % interval (``ci_low``/``ci_high``), and the mean per-token loss of each
+    version. With ``max_tokens`` each story is first cut to
     its longest prefix of whole sentences that fits (so neither version is truncated by the model's context);
     stories left with fewer than two distinct sentences are skipped. Ties (identical scores) count half."""
     from .evaluation import causal_scores
@@ -308,8 +310,9 @@ def order_preference(model, tokenizer, stories: Sequence[str], seed: int = 0, ba
     k = len(pairs)
     orig, shuf = lp[:k], lp[k:]
     wins = float((orig > shuf).sum() + 0.5 * (orig == shuf).sum())
-    return {"stories": k, "prefers_original": wins / k, "loss_original": float(-orig.sum() / n[:k].sum()),
-            "loss_shuffled": float(-shuf.sum() / n[k:].sum())}
+    lo, hi = wilson_interval(int(round(wins)), k)  # ties count half; the interval rounds them
+    return {"stories": k, "prefers_original": wins / k, "ci_low": lo, "ci_high": hi,
+            "loss_original": float(-orig.sum() / n[:k].sum()), "loss_shuffled": float(-shuf.sum() / n[k:].sum())}
 
 
 def loss_spikes(history: Sequence[Mapping[str, Any]], factor: float = 1.25, window: int = 5) -> list[dict]:
