@@ -163,6 +163,9 @@ def test_grade_table_summary_and_colours():
     assert g["grade"].tolist() == ["success", "fail", "fail", "fail"]
     s = SE.grade_summary(g)
     assert s.set_index("model").loc["a", ["success", "fail", "score"]].tolist() == [1, 1, 0.5]
+    # two prompts, one success: the bootstrap interval of the mean spans 0..1; model b failed both: [0, 0]
+    assert s.set_index("model").loc["a", ["score CI low", "score CI high"]].tolist() == [0.0, 1.0]
+    assert s.set_index("model").loc["b", ["score CI low", "score CI high"]].tolist() == [0.0, 0.0]
     html = SE.colour_table_html(g, caption="ct", extra={("a", "context-tracking-4"): "judge 9/10"})
     assert html.count(SE.GRADE_COLOURS["success"]) == 1 and html.count(SE.GRADE_COLOURS["fail"]) == 3
     assert "judge 9/10" in html and "expected:" in html

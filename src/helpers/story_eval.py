@@ -443,14 +443,25 @@ def grade_table(rows: Iterable[Mapping[str, Any]], keys: Sequence[AnswerKey]):
     return pd.DataFrame(out)
 
 
-def grade_summary(graded) -> Any:
-    """Per model and suite: counts of success / partial / fail and the mean score (success 1, partial 0.5)."""
+def grade_summary(graded, confidence: float = 0.95, n_boot: int = 1000, seed: int = 0) -> Any:
+    """Per model and suite: counts of success / partial / fail, the mean score (success 1, partial 0.5) and its
+    seeded percentile-bootstrap ``confidence`` interval over the prompts (``score CI low`` / ``score CI high``)."""
+    import numpy as np
     import pandas as pd
 
     counts = graded.pivot_table(index=["model", "suite"], columns="grade", values="id", aggfunc="count", fill_value=0)
     counts = counts.reindex(columns=list(GRADES), fill_value=0)
     score = graded.groupby(["model", "suite"])["score"].mean().rename("score")
-    out = pd.concat([counts, score], axis=1).reset_index()
+    a = (1 - confidence) / 2
+    rng = np.random.default_rng(seed)
+    ci = {}
+    for key, part in graded.groupby(["model", "suite"])["score"]:
+        v = part.to_numpy(dtype=float)
+        means = v[rng.integers(0, len(v), size=(n_boot, len(v)))].mean(axis=1)
+        ci[key] = (float(np.quantile(means, a)), float(np.quantile(means, 1 - a)))
+    bounds = pd.DataFrame.from_dict(ci, orient="index", columns=["score CI low", "score CI high"])
+    bounds.index = pd.MultiIndex.from_tuples(bounds.index, names=["model", "suite"])
+    out = pd.concat([counts, score, bounds], axis=1).reset_index()
     out.columns.name = None
     order = {m: i for i, m in enumerate(dict.fromkeys(graded["model"]))}
     sorder = {s: i for i, s in enumerate(SUITES)}
