@@ -89,6 +89,7 @@ def test_encoder_sentences():
     s = findings.encoders(t)
     assert "0.330 (tiny-1M)" in s[0] and "0.220 (baby-1M)" in s[1]
     assert "its own domain: yes" in s[2]
+    assert "on the validation blocks per domain" in s[3] and "on 64 validation blocks" in findings.encoders(t, 64)[3]
     t.loc[0, "MLM acc (BabyLM)"] = 0.1
     assert "its own domain: no" in findings.encoders(t)[2]
 

@@ -82,7 +82,7 @@ def continuation_health(health: pd.DataFrame, prompts: str, reference: str | Non
     return out
 
 
-def encoders(table: pd.DataFrame) -> list[str]:
+def encoders(table: pd.DataFrame, valid_blocks: int | None = None) -> list[str]:
     """Notebook 04: which mix predicts masked tokens best on held-out stories and on held-out BabyLM text.
     Columns: mix, "MLM acc (stories)", "MLM acc (BabyLM)" (single runs, no interval)."""
     out = []
@@ -97,7 +97,8 @@ def encoders(table: pd.DataFrame) -> list[str]:
                                 and t.loc["baby-1M", "MLM acc (BabyLM)"] > t.loc["tiny-1M", "MLM acc (BabyLM)"]) else "no")
                    + f" (stories {t.loc['tiny-1M', 'MLM acc (stories)']:.3f} vs {t.loc['baby-1M', 'MLM acc (stories)']:.3f}; "
                    f"BabyLM {t.loc['baby-1M', 'MLM acc (BabyLM)']:.3f} vs {t.loc['tiny-1M', 'MLM acc (BabyLM)']:.3f})")
-    out.append("single runs with one seed: MLM accuracies are measured on 64 validation blocks per domain, without an "
+    blocks = f"{valid_blocks} validation blocks" if valid_blocks else "the validation blocks"
+    out.append(f"single runs with one seed: MLM accuracies are measured on {blocks} per domain, without an "
                "interval; BLiMP with intervals follows in notebook 05")
     return out
 
