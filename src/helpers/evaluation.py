@@ -686,6 +686,11 @@ class EvalResult:
         return self.summary["overall"]
 
 
+def chance_verdict(ci_low: float, ci_high: float, chance: float = 50.0) -> str:
+    """``"yes"`` when the whole interval lies above ``chance``, ``"below"`` when it lies below, else ``"no"``."""
+    return "yes" if ci_low > chance else ("below" if ci_high < chance else "no")
+
+
 def interval_table(results: Mapping[tuple[str, str], "EvalResult"], chance: float = 50.0) -> "pd.DataFrame":
     """One row per (kind, model, task) of ``results`` (``{(kind, name): EvalResult}``): pairs, accuracy and its
     paradigm-stratified bootstrap interval (``ci_low``/``ci_high``, percent), and ``above chance`` ("yes" when the
@@ -695,7 +700,7 @@ def interval_table(results: Mapping[tuple[str, str], "EvalResult"], chance: floa
     rows = []
     for (kind, name), res in results.items():
         for r in res.by_task.itertuples():
-            verdict = "yes" if r.ci_low > chance else ("below" if r.ci_high < chance else "no")
+            verdict = chance_verdict(r.ci_low, r.ci_high, chance)
             rows.append({"kind": kind, "model": name, "task": TASK_NAMES.get(r.task, r.task), "pairs": r.pairs,
                          "accuracy": r.accuracy, "ci_low": r.ci_low, "ci_high": r.ci_high, "above chance": verdict})
     return pd.DataFrame(rows)

@@ -11,12 +11,9 @@ from typing import Mapping
 
 import pandas as pd
 
+from .evaluation import chance_verdict  # the one rule for "above chance" (also interval_table's)
+
 CHANCE_WORDS = {"yes": "above chance", "below": "below chance", "no": "not distinguishable from chance"}
-
-
-def chance_verdict(ci_low: float, ci_high: float, chance: float = 50.0) -> str:
-    """``"yes"`` when the whole interval lies above ``chance``, ``"below"`` when it lies below, else ``"no"``."""
-    return "yes" if ci_low > chance else ("below" if ci_high < chance else "no")
 
 
 def _separated(a: pd.Series, b: pd.Series) -> bool:
