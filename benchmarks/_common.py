@@ -16,3 +16,40 @@ def matmul_peak(n: int = 2048, repeats: int = 5) -> float:
         torch.mm(a, b)
         best = min(best, time.perf_counter() - t)
     return 2 * n**3 / best / 1e9
+
+
+def train_steps(model: str, steps: int, seed: int, precision: str = "fp32") -> dict:
+    """``steps`` training steps (forward, backward, AdamW) of a fresh cpu-profile model on random token ids: the
+    LTG-BERT ``cpu`` preset on 32 × 128 tokens (``model="encoder"``) or the GPT-Neo cpu decoder on 16 × 256
+    (``"decoder"``). Returns the tokens processed and the last loss (a job of ``benchmarks/parallel_jobs.py``)."""
+    from helpers.decoder import DecoderSpec, build_decoder
+    from helpers.hardware import autocast_context
+    from helpers.ltg_bert import LtgBertForMaskedLM, ltg_bert_config
+    from helpers.masking import MaskedBlocks, TokenIds, mlm_loss
+    from helpers.training import lm_loss, param_groups
+
+    torch.manual_seed(seed)
+    g = torch.Generator().manual_seed(seed)
+    vocab = 4096
+    if model == "encoder":
+        net = LtgBertForMaskedLM(ltg_bert_config("cpu", vocab)).train()
+        tok = TokenIds(vocab_size=vocab, mask_id=4, cls_id=1, sep_id=2, pad_id=3, special_ids=(0, 1, 2, 3, 4, 5))
+        body = torch.randint(6, vocab, (32 * steps, 126), generator=g)
+        data = MaskedBlocks(torch.cat([torch.full((len(body), 1), 1), body, torch.full((len(body), 1), 2)], 1), tok, seed=seed)
+        batches = [data.batch(s, 32) for s in range(steps)]
+        loss_fn, tokens = mlm_loss, 32 * 128
+    else:
+        net = build_decoder(DecoderSpec(vocab_size=vocab, hidden=128, layers=4, heads=4, context=256, window=128,
+                                        dropout=0.0), seed=seed).train()
+        ids = torch.randint(0, vocab, (steps, 16, 256), generator=g)
+        batches = [{"input_ids": x, "labels": x} for x in ids]
+        loss_fn, tokens = lm_loss, 16 * 256
+    opt = torch.optim.AdamW(param_groups(net, 0.1), lr=1e-3)
+    autocast = autocast_context(precision, "cpu")
+    for b in batches:
+        with autocast():
+            loss = loss_fn(net, b)
+        opt.zero_grad(set_to_none=True)
+        loss.float().backward()
+        opt.step()
+    return {"tokens": tokens * steps, "loss": float(loss)}

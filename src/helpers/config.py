@@ -163,6 +163,9 @@ RANGES: dict[str, tuple] = {
     **{k: _NONNEG for k in ("judge_samples",)},
     # a choice among strings (the third element marks it)
     "judge": (lambda v: v in ("local", "openai-compatible", "none"), "one of local, openai-compatible, none", str),
+    # a number or a word (the third element ``object`` marks it: no type check against the notebook's default)
+    "workers": (lambda v: v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and v >= 1),
+                "a whole number >= 1 or 'auto'", object),
 }
 
 
@@ -189,7 +192,8 @@ def check_value(key: str, value: Any, default: Any = None, where: str = "") -> l
     errors: list[str] = []
     if value is None:
         return errors
-    if default is not None and not _type_ok(value, default):
+    mixed = key in RANGES and RANGES[key][2:] == (object,)
+    if default is not None and not mixed and not _type_ok(value, default):
         return [f"{where}{key} = {value!r} is {_kind(value)}; expected {_kind(default)} (like the default {default!r})"]
     if isinstance(value, dict):
         for k, v in value.items():
@@ -213,8 +217,8 @@ def check_value(key: str, value: Any, default: Any = None, where: str = "") -> l
 
 def _range(label: str, key: str, value: Any, where: str) -> list[str]:
     ok, expected, *kind = RANGES[key]
-    if kind and kind[0] is str:
-        if not isinstance(value, str) or not ok(value):
+    if kind and kind[0] in (str, object):
+        if (kind[0] is str and not isinstance(value, str)) or not ok(value):
             return [f"{where}{label} = {value!r} is not allowed; expected {expected}"]
         return []
     if isinstance(value, bool) or not isinstance(value, (int, float)):

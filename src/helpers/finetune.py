@@ -79,6 +79,7 @@ import torch
 
 from .artifacts import fingerprint, read_json, run_step, sha256_file, write_json
 from .data import DataError, checked, read_jsonl_rows
+from .parallel import run_jobs
 
 FINETUNE_VERSION = 2  # 2: bootstrap intervals of the reported metric. Bump when a change alters results, so cached results are recomputed
 GLUE_DIR = "babylm_eval/glue_filtered"
@@ -851,6 +852,31 @@ def finetune_all(model_dir: str | Path, tasks: Iterable[str] = TASK_NAMES, cfg: 
         records[train_task] = read_json(out)
     rows = [result_row(records[TASKS[t].trained_as], t) for t in tasks]
     return pd.DataFrame(rows)
+
+
+def finetune_many(model_dirs: dict[str, str | Path], tasks: Iterable[str], cfg: FinetuneConfig | None = None,
+                  cache_root: str | Path = "glue", workers: int | str = 1, log: Callable[[str], None] = print):
+    """:func:`finetune_all` for every model of ``model_dirs`` (name → folder), cached in ``cache_root/<name>``, with
+    one row per (model, task) and a ``model`` column. The training runs (one per model and trained task: mnli and
+    mnli-mm share one) are independent jobs: ``workers`` processes run them side by side
+    (:func:`helpers.parallel.run_jobs`); the rows are the same whatever the number of workers."""
+    import pandas as pd
+
+    cfg = cfg or FinetuneConfig()
+    tasks = list(tasks)
+    by_run = {}
+    for t in tasks:
+        if t not in TASKS:
+            raise ValueError(f"unknown task {t!r}; known: {', '.join(TASK_NAMES)}")
+        by_run.setdefault(TASKS[t].trained_as, []).append(t)
+    jobs = {f"{name}/{run}": dict(model_dir=model_dirs[name], tasks=ts, cfg=cfg, cache_dir=Path(cache_root) / name,
+                                  progress=False)
+            for name in model_dirs for run, ts in by_run.items()}
+    done = run_jobs(finetune_all, jobs, workers, desc="fine-tuning runs", log=log)
+    rows = [done[f"{name}/{run}"].assign(model=name) for name in model_dirs for run in by_run]
+    df = pd.concat(rows, ignore_index=True)
+    rank = {"model": {m: i for i, m in enumerate(model_dirs)}, "task": {t: i for i, t in enumerate(tasks)}}
+    return df.sort_values(["model", "task"], key=lambda col: col.map(rank[col.name]), kind="stable").reset_index(drop=True)
 
 
 def scaled_tasks(df, tasks: Sequence[str] = TASK_NAMES) -> list[str]:

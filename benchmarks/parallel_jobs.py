@@ -1,0 +1,58 @@
+"""Independent training runs: one after another in one process (all threads) vs side by side in worker processes
+(``helpers.parallel.run_jobs``, one thread each), in one script on the same jobs.
+
+    .venv/bin/python benchmarks/parallel_jobs.py [--model encoder|decoder|both] [--jobs 4] [--steps 20]
+
+A job is ``--steps`` training steps (forward, backward, AdamW) of a fresh model of the cpu profile's shape on
+random token ids, with ``precision: auto`` (bf16 autocast where the CPU has native bf16): the LTG-BERT ``cpu``
+preset on 32 × 128 tokens (notebook 04) or the GPT-Neo cpu decoder on 16 × 256 tokens (notebooks 02/02b). The
+baseline runs the jobs one after another with all threads, as the notebooks did before ``workers``; the other row
+runs them through ``run_jobs`` with ``workers = threads``. Wall-clock includes the workers' start-up (each imports
+torch) and the first step of every job, as a notebook pays them. Prints tokens/s of both and the ratio.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import torch
+
+from helpers.hardware import cpu_info, resolve_precision
+from helpers.parallel import run_jobs
+from _common import train_steps
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", choices=["encoder", "decoder", "both"], default="both")
+    ap.add_argument("--jobs", type=int, default=4)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--threads", type=int, default=None, help="threads in all (default: torch's default)")
+    args = ap.parse_args()
+    threads = args.threads or torch.get_num_threads()
+    torch.set_num_threads(threads)
+    precision = resolve_precision("auto")
+    info = cpu_info()
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"CPU {info.get('model', '?')} ({', '.join(info.get('flags', [])) or '?'}), {threads} threads, "
+          f"precision {precision}, load average {load:.1f} before the run; torch {torch.__version__}")
+    models = ["encoder", "decoder"] if args.model == "both" else [args.model]
+    print(f"\n{'model':8s} {'jobs':>4s} {'steps':>5s}  {'one process, ' + str(threads) + ' threads':>26s}  "
+          f"{str(threads) + ' workers, 1 thread each':>26s}  ratio")
+    for model in models:
+        jobs = {f"{model}-{i}": dict(model=model, steps=args.steps, seed=i, precision=precision) for i in range(args.jobs)}
+        t0 = time.perf_counter()
+        seq = run_jobs(train_steps, jobs, workers=1)
+        t_seq = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        par = run_jobs(train_steps, jobs, workers=threads, threads=threads, log=lambda _: None)
+        t_par = time.perf_counter() - t0
+        assert all(abs(seq[k]["loss"] - par[k]["loss"]) < 0.05 for k in jobs), "the same jobs must train alike"
+        tokens = sum(r["tokens"] for r in seq.values())
+        print(f"{model:8s} {args.jobs:4d} {args.steps:5d}  {tokens / t_seq:13,.0f} tok/s ({t_seq:5.1f} s)  "
+              f"{tokens / t_par:13,.0f} tok/s ({t_par:5.1f} s)  {t_seq / t_par:.2f}×")
+
+
+if __name__ == "__main__":
+    main()
