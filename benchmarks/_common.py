@@ -52,4 +52,4 @@ def train_steps(model: str, steps: int, seed: int, precision: str = "fp32") -> d
         opt.zero_grad(set_to_none=True)
         loss.float().backward()
         opt.step()
-    return {"tokens": tokens * steps, "loss": float(loss)}
+    return {"tokens": tokens * steps, "loss": float(loss.detach())}
