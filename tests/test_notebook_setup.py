@@ -50,8 +50,8 @@ def test_setup_records_what_the_committed_cpu_manifest_records(nb, setup_calls):
         pytest.skip(f"no cpu manifest entry for {nb}")
     old = manifest[nb]["params"]
     yaml_now = json.loads(json.dumps(config.read_yaml(config.params_file("cpu", nb)) or {}))
-    if any(old.get(k) != v for k, v in yaml_now.items()):
-        pytest.skip(f"reports/cpu ran {nb} with other params than params/cpu has now")
+    if any(old.get(k) != v for k, v in yaml_now.items()) or set(old) != set(N.parameter_names(nb)):
+        pytest.skip(f"reports/cpu ran {nb} with other params (or another parameters cell) than it has now")
     params = N.notebook_setup(nb.split("_")[0], _injected(nb, "cpu")).params
     new = json.loads(json.dumps(params))
     assert list(new) == list(old) and new == old
