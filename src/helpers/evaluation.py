@@ -70,6 +70,7 @@ import torch.nn.functional as F
 
 from .data import DataError, read_jsonl_rows, resolve
 from .decoder import context_length
+from .stats import percentile_interval
 
 if TYPE_CHECKING:  # annotations only (pandas is imported where it is used)
     import pandas as pd
@@ -578,9 +579,7 @@ def paradigm_mean_interval(pairs: Sequence[int], correct: Sequence[int], confide
         raise ValueError("every paradigm needs pairs > 0 and 0 <= correct <= pairs")
     rng = np.random.default_rng(seed)
     draws = rng.binomial(n[None, :], (k / n)[None, :], size=(samples, n.size)) / n[None, :]
-    means = 100.0 * draws.mean(axis=1)
-    alpha = (1.0 - confidence) / 2.0
-    lo, hi = np.quantile(means, [alpha, 1.0 - alpha])
+    lo, hi = percentile_interval(100.0 * draws.mean(axis=1), confidence)
     return float(lo), float(hi)
 
 

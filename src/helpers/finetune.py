@@ -619,12 +619,10 @@ def metric_interval(y_true, y_pred, metric: str, confidence: float = 0.95, n_boo
     """Seeded percentile-bootstrap ``confidence`` interval of ``metric`` (a key of :data:`METRICS`) over the
     examples: the split is resampled with replacement ``n_boot`` times and the metric recomputed."""
     y, p = _as_int_arrays(y_true, y_pred)
+    from .stats import bootstrap_interval
+
     fn = METRICS[metric]
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, len(y), size=(n_boot, len(y)))
-    stats = np.array([fn(y[i], p[i]) for i in idx])
-    a = (1 - confidence) / 2
-    return float(np.quantile(stats, a)), float(np.quantile(stats, 1 - a))
+    return bootstrap_interval(len(y), lambda idx: np.array([fn(y[i], p[i]) for i in idx]), confidence, n_boot, seed)
 
 
 # ============================================================================================= training loop

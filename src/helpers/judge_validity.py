@@ -150,6 +150,7 @@ def validity_table(graded, criteria: Sequence[str] = VALIDITY_CRITERIA, confiden
     import pandas as pd
 
     from .diversity import wilson_interval
+    from .stats import mean_interval
 
     out = pair_outcomes(graded, criteria)
     rows = []
@@ -165,9 +166,7 @@ def validity_table(graded, criteria: Sequence[str] = VALIDITY_CRITERIA, confiden
             if kind == "all":  # a story's pairs share its real ending: count stories, not pairs, and keep the wider
                 per_story = sub.groupby("pair")["win"].mean().to_numpy()
                 lo, hi = wilson_interval(int(np.floor(per_story.sum())), len(per_story), confidence)
-                rng = np.random.default_rng(seed)
-                boot = rng.choice(per_story, size=(samples, len(per_story)), replace=True).mean(axis=1)
-                blo, bhi = (float(x) for x in np.quantile(boot, [(1 - confidence) / 2, (1 + confidence) / 2]))
+                blo, bhi = mean_interval(per_story, confidence, samples, seed)
                 lo, hi = min(lo, blo), max(hi, bhi)
             rows.append({"criterion": c, "corruption": kind, "pairs": n, "stories": int(sub["pair"].nunique()),
                          "real wins": round(share, 4),
@@ -207,6 +206,8 @@ def grade_interval_table(grades, criteria: Sequence[str], by: Sequence[str] = ("
     import numpy as np
     import pandas as pd
 
+    from .stats import bootstrap_interval
+
     ok = grades[grades["status"] != "failed"] if "status" in grades.columns else grades
     rows = []
     for key, g in ok.groupby(list(by), sort=False):
@@ -214,14 +215,12 @@ def grade_interval_table(grades, criteria: Sequence[str], by: Sequence[str] = ("
         row: dict[str, Any] = dict(zip(by, key))
         row["items"] = len(g)
         per_prompt = g.groupby("story_id")[list(criteria)].mean()
-        rng = np.random.default_rng(seed)
-        idx = rng.integers(0, len(per_prompt), size=(samples, len(per_prompt)))
-        for c in criteria:
-            v = per_prompt[c].to_numpy(dtype=float)
-            boot = v[idx].mean(axis=1)
+        vs = [per_prompt[c].to_numpy(dtype=float) for c in criteria]  # the criteria share each resample of the prompts
+        low, high = bootstrap_interval(len(per_prompt), lambda idx: np.stack([v[idx].mean(axis=1) for v in vs], axis=1),
+                                       confidence, samples, seed)
+        for j, c in enumerate(criteria):
             row[c] = float(g[c].mean())
-            row[f"{c} low"], row[f"{c} high"] = (float(x) for x in np.quantile(boot, [(1 - confidence) / 2,
-                                                                                     (1 + confidence) / 2]))
+            row[f"{c} low"], row[f"{c} high"] = float(low[j]), float(high[j])
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -449,16 +449,14 @@ def grade_summary(graded, confidence: float = 0.95, n_boot: int = 1000, seed: in
     import numpy as np
     import pandas as pd
 
+    from .stats import mean_interval
+
     counts = graded.pivot_table(index=["model", "suite"], columns="grade", values="id", aggfunc="count", fill_value=0)
     counts = counts.reindex(columns=list(GRADES), fill_value=0)
     score = graded.groupby(["model", "suite"])["score"].mean().rename("score")
-    a = (1 - confidence) / 2
-    rng = np.random.default_rng(seed)
-    ci = {}
-    for key, part in graded.groupby(["model", "suite"])["score"]:
-        v = part.to_numpy(dtype=float)
-        means = v[rng.integers(0, len(v), size=(n_boot, len(v)))].mean(axis=1)
-        ci[key] = (float(np.quantile(means, a)), float(np.quantile(means, 1 - a)))
+    rng = np.random.default_rng(seed)  # one draw sequence for all groups, in groupby order
+    ci = {key: mean_interval(part.to_numpy(dtype=float), confidence, n_boot, rng=rng)
+          for key, part in graded.groupby(["model", "suite"])["score"]}
     bounds = pd.DataFrame.from_dict(ci, orient="index", columns=["score CI low", "score CI high"])
     bounds.index = pd.MultiIndex.from_tuples(bounds.index, names=["model", "suite"])
     out = pd.concat([counts, score, bounds], axis=1).reset_index()

@@ -1,0 +1,184 @@
+"""helpers.stats: the one seeded percentile bootstrap.  Each caller that now uses it is pinned against a reference
+copy of the code it had before (the ``_old_*`` functions below), on fixed random inputs: the numbers must be equal,
+not close."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from helpers import evaluation as ev, finetune as ft, judge_validity as JV, stats, story_eval as SE
+from helpers.diversity import wilson_interval
+
+CONFIDENCES = [0.95, 0.9, 0.8, 0.99]
+
+
+# ------------------------------------------------------------------ reference copies of the code before helpers.stats
+def _old_grade_summary_ci(graded, confidence=0.95, n_boot=1000, seed=0):
+    a = (1 - confidence) / 2
+    rng = np.random.default_rng(seed)
+    ci = {}
+    for key, part in graded.groupby(["model", "suite"])["score"]:
+        v = part.to_numpy(dtype=float)
+        means = v[rng.integers(0, len(v), size=(n_boot, len(v)))].mean(axis=1)
+        ci[key] = (float(np.quantile(means, a)), float(np.quantile(means, 1 - a)))
+    return ci
+
+
+def _old_metric_interval(y_true, y_pred, metric, confidence=0.95, n_boot=1000, seed=0):
+    y, p = np.asarray(y_true).astype(int), np.asarray(y_pred).astype(int)
+    fn = ft.METRICS[metric]
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(y), size=(n_boot, len(y)))
+    st = np.array([fn(y[i], p[i]) for i in idx])
+    a = (1 - confidence) / 2
+    return float(np.quantile(st, a)), float(np.quantile(st, 1 - a))
+
+
+def _old_validity_table(graded, criteria=JV.VALIDITY_CRITERIA, confidence=0.95, samples=2000, seed=0):
+    out = JV.pair_outcomes(graded, criteria)
+    rows = []
+    for c in criteria:
+        part = out[out.criterion == c]
+        for kind in (*JV.CORRUPTIONS, "all"):
+            sub = part if kind == "all" else part[part.corruption == kind]
+            n = len(sub)
+            if n == 0:
+                continue
+            share = float(sub["win"].mean())
+            lo, hi = wilson_interval(int(np.floor(sub["win"].sum())), n, confidence)
+            if kind == "all":
+                per_story = sub.groupby("pair")["win"].mean().to_numpy()
+                lo, hi = wilson_interval(int(np.floor(per_story.sum())), len(per_story), confidence)
+                rng = np.random.default_rng(seed)
+                boot = rng.choice(per_story, size=(samples, len(per_story)), replace=True).mean(axis=1)
+                blo, bhi = (float(x) for x in np.quantile(boot, [(1 - confidence) / 2, (1 + confidence) / 2]))
+                lo, hi = min(lo, blo), max(hi, bhi)
+            rows.append({"criterion": c, "corruption": kind, "pairs": n, "stories": int(sub["pair"].nunique()),
+                         "real wins": round(share, 4), "low": round(lo, 4), "high": round(hi, 4),
+                         "mean difference": round(float((sub["real"] - sub["corrupted"]).mean()), 4),
+                         "separates": bool(lo > 0.5)})
+    return pd.DataFrame(rows)
+
+
+def _old_grade_interval_table(grades, criteria, by=("model", "decoding"), confidence=0.95, samples=2000, seed=0):
+    ok = grades[grades["status"] != "failed"] if "status" in grades.columns else grades
+    rows = []
+    for key, g in ok.groupby(list(by), sort=False):
+        key = key if isinstance(key, tuple) else (key,)
+        row = dict(zip(by, key))
+        row["items"] = len(g)
+        per_prompt = g.groupby("story_id")[list(criteria)].mean()
+        rng = np.random.default_rng(seed)
+        idx = rng.integers(0, len(per_prompt), size=(samples, len(per_prompt)))
+        for c in criteria:
+            v = per_prompt[c].to_numpy(dtype=float)
+            boot = v[idx].mean(axis=1)
+            row[c] = float(g[c].mean())
+            row[f"{c} low"], row[f"{c} high"] = (float(x) for x in np.quantile(boot, [(1 - confidence) / 2,
+                                                                                     (1 + confidence) / 2]))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _old_paradigm_mean_interval(pairs, correct, confidence=0.95, samples=ev.BOOTSTRAP_SAMPLES, seed=0):
+    n = np.asarray(pairs, dtype=np.int64)
+    k = np.asarray(correct, dtype=np.int64)
+    rng = np.random.default_rng(seed)
+    draws = rng.binomial(n[None, :], (k / n)[None, :], size=(samples, n.size)) / n[None, :]
+    means = 100.0 * draws.mean(axis=1)
+    alpha = (1.0 - confidence) / 2.0
+    lo, hi = np.quantile(means, [alpha, 1.0 - alpha])
+    return float(lo), float(hi)
+
+
+# ------------------------------------------------------------------------------------------------- fixtures
+def _graded_suites(seed=5):
+    rng = np.random.default_rng(seed)
+    rows = []
+    for m in ("a", "b", "c"):
+        for s in SE.SUITES:
+            for i in range(int(rng.integers(3, 12))):
+                g = SE.GRADES[int(rng.integers(0, 3))]
+                rows.append({"model": m, "suite": s, "id": f"{s}-{i}", "grade": g,
+                             "score": {"success": 1.0, "partial": 0.5, "fail": 0.0}[g]})
+    return pd.DataFrame(rows)
+
+
+def _validity_grades(n=15, seed=7):
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(n):
+        for v in ("real", *JV.CORRUPTIONS):
+            row = {"pair": i, "variant": v, "status": "graded", "age_expected": float(rng.uniform(1, 6)),
+                   "age_group": "B"}
+            row.update({c: float(rng.integers(1, 11)) + (1.0 if v == "real" else 0.0)
+                        for c in ("grammar", "creativity", "consistency", "plot")})
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _prompt_grades(seed=11):
+    rng = np.random.default_rng(seed)
+    rows = []
+    for m in ("a", "b"):
+        for d in ("greedy", "nucleus"):
+            for sid in range(9):
+                for _ in range(int(rng.integers(1, 3))):
+                    rows.append({"model": m, "decoding": d, "story_id": sid,
+                                 "status": "failed" if rng.random() < 0.05 else "graded",
+                                 **{c: float(rng.uniform(1, 10)) for c in ("grammar", "plot")}})
+    return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------------------------------------------ tests
+def test_bootstrap_interval_is_the_mean_resample():
+    v = np.arange(10.0) ** 2
+    lo, hi = stats.bootstrap_interval(len(v), lambda idx: v[idx].mean(axis=1), 0.9, 500, seed=3)
+    assert isinstance(lo, float) and lo < v.mean() < hi
+    assert (lo, hi) == stats.mean_interval(v, 0.9, 500, seed=3)
+    two = stats.bootstrap_interval(len(v), lambda idx: np.stack([v[idx].mean(axis=1), -v[idx].mean(axis=1)], 1),
+                                   0.9, 500, seed=3)
+    assert two[0][0] == lo and two[1][0] == hi and two[0][1] == pytest.approx(-hi)
+
+
+@pytest.mark.parametrize("confidence", CONFIDENCES)
+@pytest.mark.parametrize("seed", [0, 4])
+def test_grade_summary_interval_unchanged(confidence, seed):
+    g = _graded_suites()
+    old = _old_grade_summary_ci(g, confidence, 300, seed)
+    new = SE.grade_summary(g, confidence, n_boot=300, seed=seed).set_index(["model", "suite"])
+    assert len(old) == len(new) == 9
+    for key, (lo, hi) in old.items():
+        assert (new.at[key, "score CI low"], new.at[key, "score CI high"]) == (lo, hi)
+
+
+@pytest.mark.parametrize("metric", sorted(ft.METRICS))
+@pytest.mark.parametrize("confidence", CONFIDENCES)
+def test_metric_interval_unchanged(metric, confidence):
+    rng = np.random.default_rng(3)
+    y = rng.integers(0, 2, 150)
+    p = np.where(rng.random(150) < 0.7, y, 1 - y)
+    for seed in (0, 1):
+        assert ft.metric_interval(y, p, metric, confidence, 200, seed) == _old_metric_interval(y, p, metric, confidence, 200, seed)
+
+
+@pytest.mark.parametrize("confidence", CONFIDENCES)
+def test_validity_table_unchanged(confidence):
+    g = _validity_grades()
+    pd.testing.assert_frame_equal(JV.validity_table(g, confidence=confidence, samples=500, seed=2),
+                                  _old_validity_table(g, confidence=confidence, samples=500, seed=2), check_exact=True)
+
+
+@pytest.mark.parametrize("confidence", CONFIDENCES)
+def test_grade_interval_table_unchanged(confidence):
+    g = _prompt_grades()
+    pd.testing.assert_frame_equal(JV.grade_interval_table(g, ["grammar", "plot"], confidence=confidence, samples=500),
+                                  _old_grade_interval_table(g, ["grammar", "plot"], confidence=confidence, samples=500),
+                                  check_exact=True)
+
+
+@pytest.mark.parametrize("confidence", CONFIDENCES)
+def test_paradigm_mean_interval_unchanged(confidence):
+    pairs, correct = [20, 35, 7, 50], [12, 30, 3, 26]
+    for seed in (0, 9):
+        assert (ev.paradigm_mean_interval(pairs, correct, confidence, 700, seed)
+                == _old_paradigm_mean_interval(pairs, correct, confidence, 700, seed))
