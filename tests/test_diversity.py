@@ -146,6 +146,56 @@ def test_self_bleu_bad_input():
         dv.self_bleu(["a", None], 2)
 
 
+def test_bootstrap_mean_interval_contains_mean_is_seeded_and_shrinks():
+    rng = np.random.default_rng(0)
+    small, large = rng.random(8), rng.random(800)
+    lo, hi = dv.bootstrap_mean_interval(small, n_boot=1000, seed=3)
+    assert lo.shape == hi.shape == (1,) and lo[0] < small.mean() < hi[0]
+    again = dv.bootstrap_mean_interval(small, n_boot=1000, seed=3)
+    assert (again[0] == lo).all() and (again[1] == hi).all()  # same seed, same interval
+    other = dv.bootstrap_mean_interval(small, n_boot=1000, seed=4)
+    assert (other[0] != lo).any() or (other[1] != hi).any()
+    llo, lhi = dv.bootstrap_mean_interval(large, n_boot=1000, seed=3)
+    assert lhi[0] - llo[0] < (hi[0] - lo[0]) / 3  # 100x the prompts: about a tenth of the width
+    assert dv.bootstrap_mean_interval([0.5] * 5)[0][0] == dv.bootstrap_mean_interval([0.5] * 5)[1][0] == 0.5
+    # columns share the resamples: a column that is another plus a constant has the shifted interval
+    two = np.column_stack([small, small + 1.0])
+    blo, bhi = dv.bootstrap_mean_interval(two, n_boot=500, seed=1)
+    np.testing.assert_allclose(blo[1] - blo[0], 1.0, atol=1e-12)
+    np.testing.assert_allclose(bhi[1] - bhi[0], 1.0, atol=1e-12)
+    with pytest.raises(ValueError):
+        dv.bootstrap_mean_interval([])
+    with pytest.raises(ValueError):
+        dv.bootstrap_mean_interval([1.0, 2.0], confidence=1.0)
+
+
+def test_self_bleu_table_mean_equals_curve_and_interval_covers_it(real_stories):
+    rng = random.Random(5)
+    ks = [2, 3, 5]
+
+    def variants(n):  # one prompt: n copies of a story window, each word replaced with a prompt-specific chance
+        base, rate = windows(real_stories, 1, 40, rng)[0].split(), rng.uniform(0.05, 0.6)
+        return [" ".join(w if rng.random() > rate else f"x{rng.randrange(99)}" for w in base) for _ in range(n)]
+
+    groups = {"few": [variants(5) for _ in range(4)], "many": [variants(5) for _ in range(40)]}
+    per = {name: dv.self_bleu_per_prompt(g, ks) for name, g in groups.items()}
+    t = dv.self_bleu_table(per, n_boot=1000, seed=7)
+    assert list(t.columns) == ["model", "k", "self-BLEU", "ci_low", "ci_high", "prompts"]
+    assert len(t) == 2 * len(ks) and set(t.prompts) == {4, 40}
+    for name, g in groups.items():
+        curve = dv.self_bleu_curve(g, ks)
+        part = t[t.model == name].set_index("k")
+        for k in ks:
+            assert part.at[k, "self-BLEU"] == pytest.approx(curve[k], abs=1e-12)  # the number the curve reports
+            assert part.at[k, "ci_low"] <= part.at[k, "self-BLEU"] <= part.at[k, "ci_high"]
+    assert t.equals(dv.self_bleu_table(per, n_boot=1000, seed=7))  # seeded: identical on a rerun
+    width = (t.ci_high - t.ci_low).groupby(t.model).mean()
+    assert width["many"] < width["few"]  # ten times the prompts: a narrower interval
+    # each model's interval depends on its own prompts only, not on which other models are in the table
+    alone = dv.self_bleu_table({"few": per["few"]}, n_boot=1000, seed=7)
+    assert alone.equals(t[t.model == "few"].reset_index(drop=True))
+
+
 def test_choose_k_rules():
     curve = {2: 0.10, 3: 0.20, 4: 0.26, 5: 0.29, 6: 0.30, 8: 0.305, 10: 0.31}
     assert dv.choose_k(curve, "knee", eps=0.021) == 5

@@ -142,3 +142,73 @@ def test_average_note_marks_missing_and_scaled_benchmarks():
     row["GLUE protocol"] = "standard"
     assert average_note(row) == ""
     assert average_note({"source": "paper", "BLiMP": 60.0, "GLUE": nan}) == ""
+
+
+def _selfbleu_intervals(b_low: float, b_high: float, b_mean: float = 0.20):
+    rows = [("a", 2, 0.10, 0.08, 0.12), ("a", 10, 0.30, 0.28, 0.32), ("b", 2, 0.05, 0.03, 0.07),
+            ("b", 10, b_mean, b_low, b_high), ("c", 2, 0.01, 0.00, 0.02), ("c", 10, 0.02, 0.01, 0.03)]
+    return pd.DataFrame([{"model": m, "k": k, "self-BLEU": v, "ci_low": lo, "ci_high": hi, "prompts": 20}
+                         for m, k, v, lo, hi in rows])
+
+
+def test_self_bleu_sentences_compare_models_with_intervals():
+    t = _selfbleu_intervals(0.18, 0.22)  # a 0.30 [0.28, 0.32] vs b 0.20 [0.18, 0.22]: separated
+    curves = {m: dict(zip(g.k, g["self-BLEU"])) for m, g in t.groupby("model", sort=False)}
+    chosen = {m: diversity.choose_k_or_none(c, "knee", eps=0.01) for m, c in curves.items()}
+    s = findings.self_bleu(curves, chosen, 0.01, t)
+    ranking = [x for x in s if x.startswith("self-BLEU at k = 10")][0]
+    assert "over 20 prompts" in ranking and ranking.index("a 0.300 [0.280, 0.320]") < ranking.index("b 0.200") < ranking.index("c 0.020")
+    pairs = [x for x in s if " vs " in x]
+    assert len(pairs) == 2 and pairs[0].startswith("a vs b at k = 10 (+0.100)") and "do not overlap" in pairs[0]
+    assert pairs[1].startswith("b vs c") and "do not overlap" in pairs[1]
+    assert not any("without an interval" in x for x in s)
+    # b's interval reaches a's mean and a's interval reaches b's: no difference shown
+    wide = _selfbleu_intervals(0.05, 0.35, 0.29)
+    pair = [x for x in findings.self_bleu(curves, chosen, 0.01, wide) if x.startswith("a vs b")][0]
+    assert "each lies within the other's interval" in pair
+    # overlapping intervals, neither mean inside the other's interval: may be noise
+    touch = _selfbleu_intervals(0.15, 0.285)
+    pair = [x for x in findings.self_bleu(curves, chosen, 0.01, touch) if x.startswith("a vs b")][0]
+    assert "overlap (the gap may be noise)" in pair
+    # without intervals the old sentence stays, and says so
+    assert "without an interval" in findings.self_bleu(curves, chosen, 0.01)[-1]
+
+
+def _decoder_table(losses, best_steps=(60, 120, 120), last_steps=(90, 120, 120)):
+    return pd.DataFrame([{"budget": b, "epochs": 6.0, "best step": bs, "last step": ls,
+                          "stopped early": "yes" if bs < ls else "no", "best valid loss": l, "wall time (min)": 1.5}
+                         for b, l, bs, ls in zip(["s", "m", "l"], losses, best_steps, last_steps)])
+
+
+def _history(valid):  # {step: loss} of validation evaluations, with a training row in between
+    rows = []
+    for step, loss in valid.items():
+        rows += [{"step": step, "split": "train", "loss": loss + 0.5}, {"step": step, "split": "valid", "loss": loss}]
+    return rows
+
+
+def test_decoder_sentences_ordering_noise_and_overfitting():
+    budgets = ["s", "m", "l"]
+    over = {"s": _history({30: 4.2, 60: 4.0, 90: 4.1}), "m": _history({120: 3.5}), "l": _history({120: 3.0})}
+    # given out of order: sorted by the budgets list
+    s = findings.decoders(_decoder_table([4.0, 3.5, 3.0]).iloc[::-1], over, budgets)
+    assert s[0].startswith("best held-out loss falls strictly with the budget: s 4.000 → m 3.500 → l 3.000")
+    assert "+0.500, +0.500" in s[0] and "each above the ~0.03 noise level" in s[0]
+    assert s[1].startswith("s: validation minimum 4.000 at step 60") and "(step 90, +0.100)" in s[1]
+    assert "it overfits after 4.0 epochs" in s[1]  # 6 epochs x 60 / 90 steps
+    assert len(s) == 5 and s[2].startswith("s: 6.0 epochs, best at step 60 of 90 (stopped early)")
+    assert "(stopped early)" not in s[4] and s[4].endswith("1.5 min")
+    # not ordered, and a step within the noise level
+    s = findings.decoders(_decoder_table([4.0, 4.02, 3.0]), over, budgets)
+    assert s[0].startswith("best held-out loss does NOT fall strictly") and "-0.020" in s[0] and "within the ~0.03" in s[0]
+    s = findings.decoders(_decoder_table([4.0, 3.98, 3.0]), over, budgets)
+    assert "falls strictly" in s[0] and "some within the ~0.03 noise level" in s[0]
+    # no overfitting: the smallest budget's validation loss is lowest at its last evaluation
+    flat = dict(over, s=_history({30: 4.2, 60: 4.1, 90: 4.0}))
+    s = findings.decoders(_decoder_table([4.0, 3.5, 3.0], best_steps=(90, 120, 120)), flat, budgets)
+    assert "lowest at its last evaluation (step 90): no overfitting visible" in s[1]
+    # past the minimum, but the rise is within the noise level: not called overfitting
+    slight = dict(over, s=_history({30: 4.2, 60: 4.0, 90: 4.01}))
+    s = findings.decoders(_decoder_table([4.0, 3.5, 3.0]), slight, budgets)
+    assert "overfits" not in s[1] and "within the ~0.03 noise level" in s[1]
+    assert findings.decoders(_decoder_table([4.0, 3.5, 3.0]), over, ["x"]) == ["no decoder results in this run"]

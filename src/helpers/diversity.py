@@ -73,6 +73,8 @@ from typing import Callable, Iterable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
+from .stats import bootstrap_interval
+
 __all__ = [
     "PAPER_KS",
     "BERTTIME_CODE_KS",
@@ -329,6 +331,43 @@ def self_bleu_curve(
     """
     per = self_bleu_per_prompt(groups, ks, weights=weights, level=level, tokenizer=tokenizer, lowercase=lowercase)
     return {k: float(np.mean(v)) for k, v in per.items()}
+
+
+def bootstrap_mean_interval(values, confidence: float = 0.95, n_boot: int = 1000,
+                            seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Seeded percentile-bootstrap ``confidence`` interval of the mean of each column of ``values`` (units × columns;
+    a 1-D array is one column): the units (rows: prompts, stories) are resampled with replacement ``n_boot`` times,
+    the **same** resamples for every column, and the (1 − confidence)/2 and (1 + confidence)/2 quantiles of the
+    resampled means are returned as two arrays (one value per column). Shared by :func:`self_bleu_table` and
+    ``judge_validity.grade_interval_table``."""
+    v = np.asarray(values, dtype=float)
+    v = v[:, None] if v.ndim == 1 else v
+    if v.ndim != 2 or v.shape[0] == 0:
+        raise ValueError(f"values must be a non-empty units × columns array; got shape {np.shape(values)}")
+    if not 0 < confidence < 1 or n_boot < 1:
+        raise ValueError(f"need 0 < confidence < 1 and n_boot >= 1; got {confidence}, {n_boot}")
+    lo, hi = bootstrap_interval(v.shape[0], lambda idx: np.stack([v[:, j][idx].mean(axis=1) for j in range(v.shape[1])], axis=1),
+                                confidence, n_boot, seed)  # column by column, the same resamples
+    return np.atleast_1d(lo), np.atleast_1d(hi)
+
+
+def self_bleu_table(per_prompt: Mapping[str, Mapping[int, Sequence[float]]], confidence: float = 0.95,
+                    n_boot: int = 1000, seed: int = 0):
+    """Long table of self-BLEU curves with intervals: one row per (model, k) with ``self-BLEU`` (the mean over
+    prompts, equal to :func:`self_bleu_curve`), ``ci_low`` and ``ci_high`` (:func:`bootstrap_mean_interval` over the
+    prompts, each model with its own seeded resamples, shared by all its k), and ``prompts``.
+    ``per_prompt[model]`` is :func:`self_bleu_per_prompt`'s ``{k: per-prompt values}``."""
+    import pandas as pd
+
+    rows = []
+    for name, per in per_prompt.items():
+        ks = sorted(per)
+        values = np.column_stack([np.asarray(per[k], dtype=float) for k in ks])
+        lo, hi = bootstrap_mean_interval(values, confidence, n_boot, seed)
+        for j, k in enumerate(ks):
+            rows.append({"model": name, "k": int(k), "self-BLEU": float(np.mean(values[:, j])),
+                         "ci_low": float(lo[j]), "ci_high": float(hi[j]), "prompts": int(values.shape[0])})
+    return pd.DataFrame(rows, columns=["model", "k", "self-BLEU", "ci_low", "ci_high", "prompts"])
 
 
 def self_bleu_nltk(

@@ -7,7 +7,7 @@ overlap; single runs without an interval are compared against a stated noise lev
 """
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import pandas as pd
 
@@ -42,8 +42,22 @@ def zero_shot(intervals: pd.DataFrame, task: str = "BLiMP") -> list[str]:
     return out
 
 
-def self_bleu(curves: Mapping[str, Mapping[int, float]], chosen: Mapping[str, int | None], eps: float) -> list[str]:
-    """Notebook 03: the level and spread of each self-BLEU curve and the k its rule chose (None: a flat curve)."""
+def _compare(a: pd.Series, b: pd.Series, value: str) -> str:
+    """How two estimates with 95 % intervals (``ci_low``/``ci_high``) relate: separated, each inside the other's
+    interval, or overlapping."""
+    if _separated(a, b):
+        return "the intervals do not overlap (a real difference)"
+    if a["ci_low"] <= b[value] <= a["ci_high"] and b["ci_low"] <= a[value] <= b["ci_high"]:
+        return "each lies within the other's interval (no difference shown)"
+    return "the intervals overlap (the gap may be noise)"
+
+
+def self_bleu(curves: Mapping[str, Mapping[int, float]], chosen: Mapping[str, int | None], eps: float,
+              intervals: pd.DataFrame | None = None) -> list[str]:
+    """Notebook 03: the level and spread of each self-BLEU curve and the k its rule chose (None: a flat curve).
+    With ``intervals`` (:func:`helpers.diversity.self_bleu_table`: model, k, self-BLEU, ci_low, ci_high, prompts),
+    each model's value at the largest k shared by all models gets its 95 % interval over prompts, and models
+    neighbouring in that ranking are compared: a difference is real only where the intervals do not overlap."""
     out = []
     for name, curve in curves.items():
         vals = [float(v) for v in curve.values()]
@@ -52,6 +66,20 @@ def self_bleu(curves: Mapping[str, Mapping[int, float]], chosen: Mapping[str, in
         out.append(f"{name}: self-BLEU {min(vals):.3f}–{max(vals):.3f} over k = {min(curve)}..{max(curve)} (range "
                    f"{span:.3f}); " + (f"the rule chooses k = {k}" if k else
                                        f"the curve is flat (range below {eps}): the rule is undefined"))
+    if intervals is not None and len(intervals):
+        part = intervals[intervals.model.isin(list(curves))]
+        shared = set.intersection(*(set(g.k) for _, g in part.groupby("model"))) if len(part) else set()
+        if shared:
+            kmax = max(shared)
+            at = part[part.k == kmax].sort_values("self-BLEU", ascending=False)
+            out.append(f"self-BLEU at k = {kmax} with 95 % bootstrap intervals over {int(at.prompts.max())} prompts, "
+                       "least diverse first: " + "; ".join(
+                           f"{r.model} {r['self-BLEU']:.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}]" for _, r in at.iterrows()))
+            for i in range(len(at) - 1):
+                a, b = at.iloc[i], at.iloc[i + 1]
+                out.append(f"{a.model} vs {b.model} at k = {kmax} ({a['self-BLEU'] - b['self-BLEU']:+.3f}): "
+                           + _compare(a, b, "self-BLEU"))
+            return out
     levels = {name: max(float(v) for v in c.values()) for name, c in curves.items()}
     if len(levels) > 1:
         lo, hi = min(levels, key=levels.get), max(levels, key=levels.get)
@@ -97,6 +125,54 @@ def encoders(table: pd.DataFrame, valid_blocks: int | None = None) -> list[str]:
     blocks = f"{valid_blocks} validation blocks" if valid_blocks else "the validation blocks"
     out.append(f"single runs with one seed: MLM accuracies are measured on {blocks} per domain, without an "
                "interval; BLiMP with intervals follows in notebook 05")
+    return out
+
+
+def decoders(table: pd.DataFrame, histories: Mapping[str, Sequence[Mapping]], budgets: Sequence[str],
+             noise: float = 0.03) -> list[str]:
+    """Notebook 02: does the best held-out loss fall with every step up in budget (the paper's Figure 1 ordering),
+    are the steps larger than ``noise`` (single runs: a rerun moved losses by 0.01–0.015 nats), and does the
+    smallest budget overfit: its validation minimum comes before its last evaluation, by how much the loss has
+    risen since (``histories[budget]``: the training history, rows with step, split, loss). Then one line per
+    budget: epochs, best and last step, early stop, wall time. ``table`` columns: budget, epochs, "best step",
+    "last step", "stopped early", "best valid loss", "wall time (min)"."""
+    order = {b: i for i, b in enumerate(budgets)}
+    ordered = table[table.budget.isin(order)].sort_values("budget", key=lambda s: s.map(order))
+    if ordered.empty:
+        return ["no decoder results in this run"]
+    out = []
+    losses = [float(x) for x in ordered["best valid loss"]]
+    gaps = [a - b for a, b in zip(losses, losses[1:])]
+    chain = " → ".join(f"{b} {l:.3f}" for b, l in zip(ordered.budget, losses))  # in budget order
+    if gaps:
+        falls = all(g > 0 for g in gaps)
+        out.append(("best held-out loss falls strictly with the budget" if falls else
+                    "best held-out loss does NOT fall strictly with the budget") + f": {chain}; steps between "
+                   "neighbours: " + ", ".join(f"{g:+.3f}" for g in gaps)
+                   + (f" (each above the ~{noise} noise level)" if all(g > noise for g in gaps)
+                      else f" (some within the ~{noise} noise level: single runs, those steps may be noise)"))
+    else:
+        out.append(f"one budget only: {chain}")
+    small = ordered.iloc[0]
+    valid = sorted((int(h["step"]), float(h["loss"])) for h in histories.get(small.budget, ()) if h["split"] == "valid")
+    if valid:
+        best_step, best_loss = min(valid, key=lambda x: (x[1], x[0]))
+        last_step, last_loss = valid[-1]
+        rise = last_loss - best_loss
+        if best_step < last_step:
+            epochs = float(small.epochs) * best_step / max(int(small["last step"]), 1)
+            line = (f"{small.budget}: validation minimum {best_loss:.3f} at step {best_step}, then {last_loss:.3f} at "
+                    f"its last evaluation (step {last_step}, {rise:+.3f})")
+            line += (f": it overfits after {epochs:.1f} epochs" if rise > noise else
+                     f": past its minimum after {epochs:.1f} epochs, the rise within the ~{noise} noise level")
+        else:
+            line = f"{small.budget}: validation loss lowest at its last evaluation (step {last_step}): no overfitting visible within this run"
+        out.append(line)
+    else:
+        out.append(f"{small.budget}: no validation history, overfitting not assessed")
+    for _, r in ordered.iterrows():
+        out.append(f"{r.budget}: {r['epochs']} epochs, best at step {r['best step']} of {r['last step']}"
+                   f"{' (stopped early)' if r['stopped early'] == 'yes' else ''}; {r['wall time (min)']:.1f} min")
     return out
 
 

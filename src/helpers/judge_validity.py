@@ -24,6 +24,8 @@ import random
 import re
 from typing import Any, Mapping, Sequence
 
+from .diversity import bootstrap_mean_interval  # the one bootstrap of a mean over prompts (also self-BLEU's)
+
 CORRUPTIONS = ("shuffled", "other story", "truncated", "scrambled")
 VALIDITY_CRITERIA = ("grammar", "creativity", "consistency", "plot", "age")
 _SENT = re.compile(r"(?<=[.!?])[\"”']?\s+(?=[\"“A-Z])")
@@ -202,11 +204,9 @@ def verdict(table, judge_name: str) -> str:
 def grade_interval_table(grades, criteria: Sequence[str], by: Sequence[str] = ("model", "decoding"),
                          confidence: float = 0.95, samples: int = 2000, seed: int = 0):
     """Mean expected grade per group and criterion with a percentile bootstrap interval over prompts (an item's
-    samples stay together: ``story_id`` is the resampling unit), and the number of graded items."""
-    import numpy as np
+    samples stay together: ``story_id`` is the resampling unit; :func:`diversity.bootstrap_mean_interval`), and the
+    number of graded items."""
     import pandas as pd
-
-    from .stats import bootstrap_interval
 
     ok = grades[grades["status"] != "failed"] if "status" in grades.columns else grades
     rows = []
@@ -215,12 +215,10 @@ def grade_interval_table(grades, criteria: Sequence[str], by: Sequence[str] = ("
         row: dict[str, Any] = dict(zip(by, key))
         row["items"] = len(g)
         per_prompt = g.groupby("story_id")[list(criteria)].mean()
-        vs = [per_prompt[c].to_numpy(dtype=float) for c in criteria]  # the criteria share each resample of the prompts
-        low, high = bootstrap_interval(len(per_prompt), lambda idx: np.stack([v[idx].mean(axis=1) for v in vs], axis=1),
-                                       confidence, samples, seed)
+        lo, hi = bootstrap_mean_interval(per_prompt.to_numpy(dtype=float), confidence, samples, seed)  # shared resamples
         for j, c in enumerate(criteria):
             row[c] = float(g[c].mean())
-            row[f"{c} low"], row[f"{c} high"] = float(low[j]), float(high[j])
+            row[f"{c} low"], row[f"{c} high"] = float(lo[j]), float(hi[j])
         rows.append(row)
     return pd.DataFrame(rows)
 
