@@ -126,10 +126,12 @@ def main(argv=None) -> None:
     print(f"eval loss on the batch: eager {l_e:.6f}, fast {l_f:.6f} (|diff| {abs(l_e - l_f):.2e})")
     peak_before = matmul_peak()
 
-    steps = {"HF eager (baseline)": make_step(eager, batch), "fast path (ours)": make_step(fast, batch, lm_loss)}
+    steps = {"HF eager (baseline)": make_step(eager, batch), "fast path (ours)": make_step(fast, batch, lm_loss),
+             "fast, HF loss head": make_step(copy.deepcopy(fast), batch, hf_loss)}  # ours without lm_head_loss
     bf16 = native_bf16("cpu") and not a.no_bf16
     if bf16:  # the precision the cpu profile's "auto" picks on this CPU
         steps["fast path + bf16"] = make_step(copy.deepcopy(fast), batch, lm_loss, precision="bf16")
+        steps["fast + bf16, HF head"] = make_step(copy.deepcopy(fast), batch, hf_loss, precision="bf16")
     for name, step in steps.items():
         for _ in range(a.warmup):
             step()
@@ -157,8 +159,10 @@ def main(argv=None) -> None:
     base, ours = tps["HF eager (baseline)"], tps["fast path (ours)"]
     print("-" * len(header))
     print(f"ratio fast/eager (tokens/s, medians): {ours / base:.2f}×")
+    print(f"ratio fused LM-head loss / HF loss head (fp32): {ours / tps['fast, HF loss head']:.2f}×")
     if "fast path + bf16" in tps:
         print(f"ratio fast bf16/fast fp32: {tps['fast path + bf16'] / ours:.2f}×; bf16/eager: {tps['fast path + bf16'] / base:.2f}×")
+        print(f"ratio fused LM-head loss / HF loss head (bf16): {tps['fast path + bf16'] / tps['fast + bf16, HF head']:.2f}×")
     else:
         print("bf16 path not timed: " + ("--no-bf16" if a.no_bf16 else "this CPU has no native bf16 (fp32 is what precision: auto uses here)"))
     spread = max(max(ts) / min(ts) for ts in times.values())

@@ -526,3 +526,48 @@ def test_context_length_reads_every_kind_of_model_description(tmp_path):
     assert context_length({"n_positions": 1024}) == 1024 and context_length({"n_ctx": 0, "n_positions": 7}) == 7
     assert context_length({}) is None and context_length({"max_position_embeddings": True}) is None
     assert json.loads((tmp_path / "config.json").read_text())["max_position_embeddings"] == 48
+
+
+@pytest.mark.parametrize("chunk", [7, 64, 1000])
+def test_fused_lm_head_loss_equals_cross_entropy(chunk):
+    """lm_head_loss = F.cross_entropy(h @ W.T, t), gradients included, whatever the chunk (fp32: to 1e-5)."""
+    from helpers.decoder import lm_head_loss
+
+    g = torch.Generator().manual_seed(0)
+    h0, w0 = torch.randn(130, 16, generator=g), torch.randn(97, 16, generator=g) * 0.3
+    t = torch.randint(0, 97, (130,), generator=g)
+    out = {}
+    for name, fn in [("reference", lambda h, w: torch.nn.functional.cross_entropy(h @ w.t(), t)),
+                     ("fused", lambda h, w: lm_head_loss(h, w, t, chunk))]:
+        h, w = h0.clone().requires_grad_(), w0.clone().requires_grad_()
+        loss = fn(h, w)
+        (2.5 * loss).backward()  # a non-unit upstream gradient reaches both inputs
+        out[name] = (loss.detach(), h.grad, w.grad)
+    for a, b in zip(out["reference"], out["fused"]):
+        assert torch.allclose(a, b, atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(out["fused"][1], torch.zeros_like(h0))
+
+
+def test_lm_loss_takes_the_fused_head_with_the_same_loss_and_gradients(monkeypatch):
+    """training.lm_loss on a GPT-Neo (tied embeddings, fast path) equals HF's loss: fp32 loss to 1e-5 and every
+    gradient to 1e-5; under bf16 autocast it stays within the shared bf16-vs-fp32 tolerances."""
+    from helpers import decoder as D, training
+    from helpers.decoder import build_decoder
+    from precision_check import assert_bf16_step_close_to_fp32
+
+    spec = dict(hidden=32, layers=2, heads=4, context=64, window=16, vocab_size=97, dropout=0.0)
+    ids = torch.randint(0, 97, (3, 64), generator=torch.Generator().manual_seed(1))
+    res = {}
+    for fused in (False, True):
+        monkeypatch.setattr(D, "FUSED_LM_HEAD", fused)
+        model = build_decoder(spec, seed=0).train()
+        loss = training.lm_loss(model, {"input_ids": ids})
+        loss.backward()
+        res[fused] = (float(loss.detach()), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
+    assert res[True][0] == pytest.approx(res[False][0], rel=1e-5)
+    assert res[True][1].keys() == res[False][1].keys()
+    for n, g in res[False][1].items():
+        assert torch.allclose(res[True][1][n], g, atol=1e-5), n
+    monkeypatch.setattr(D, "FUSED_LM_HEAD", True)
+    assert_bf16_step_close_to_fp32(lambda: build_decoder(spec, seed=0).train(),
+                                   lambda m: training.lm_loss(m, {"input_ids": ids}))

@@ -283,8 +283,53 @@ class FastGELUNew(_hf_activations.NewGELUActivation):
 
 
 # Version of the fast path's training numerics (part of every decoder run's fingerprint): 1 = SDPA with
-# F.dropout; 2 = blocked attention, 16-bit dropout masks, fused tanh GELU.
-FAST_PATH_VERSION = 2
+# F.dropout; 2 = blocked attention, 16-bit dropout masks, fused tanh GELU; 3 = + the fused LM-head loss on a CPU.
+FAST_PATH_VERSION = 3
+LM_HEAD_CHUNK = 256  # rows (positions) per block of the fused LM-head loss
+FUSED_LM_HEAD = True  # helpers.training.lm_loss uses lm_head_loss for GPT-Neo on a CPU (benchmarks switch it off)
+
+
+class _LmHeadLoss(torch.autograd.Function):
+    """Mean cross-entropy of ``hidden @ weight.T`` against ``targets``, with both gradients computed in the forward
+    pass, ``chunk`` rows at a time: the [rows, vocab] logits exist one block at a time and are never stored, cast
+    to fp32 or passed through a separate log-softmax backward. The matmuls run in the autocast dtype when
+    autocast is on (bf16, as ``nn.Linear`` would), the softmax in fp32. Same FLOPs as forward + backward."""
+
+    @staticmethod
+    def forward(ctx, hidden, weight, targets, chunk):
+        dtype = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else hidden.dtype
+        with torch.autocast("cpu", enabled=False):
+            h, w = hidden.to(dtype), weight.to(dtype)
+            n = h.shape[0]
+            grad_h = torch.empty(h.shape, dtype=torch.float32)
+            grad_w = torch.zeros(w.shape, dtype=torch.float32)
+            total = torch.zeros((), dtype=torch.float32)
+            for s0 in range(0, n, chunk):
+                hs, ts = h[s0 : s0 + chunk], targets[s0 : s0 + chunk]
+                logits = (hs @ w.t()).float()
+                lse = torch.logsumexp(logits, dim=1, keepdim=True)
+                total += (lse.squeeze(1) - logits.gather(1, ts[:, None]).squeeze(1)).sum()
+                p = logits.sub_(lse).exp_()  # softmax, in place of the logits
+                p[torch.arange(len(ts)), ts] -= 1.0  # d(sum of losses)/d logits
+                p = p.to(dtype)
+                grad_h[s0 : s0 + chunk] = p @ w
+                grad_w += p.t() @ hs
+        ctx.save_for_backward(grad_h, grad_w)
+        ctx.n, ctx.dtypes = n, (hidden.dtype, weight.dtype)
+        return total / n
+
+    @staticmethod
+    def backward(ctx, grad):
+        grad_h, grad_w = ctx.saved_tensors
+        scale = grad / ctx.n
+        return (grad_h * scale).to(ctx.dtypes[0]), (grad_w * scale).to(ctx.dtypes[1]), None, None
+
+
+def lm_head_loss(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, chunk: int = LM_HEAD_CHUNK) -> torch.Tensor:
+    """Mean next-token cross-entropy of rows ``hidden`` [N, H] under the LM head ``weight`` [V, H] against
+    ``targets`` [N] (no ignored positions): :class:`_LmHeadLoss`, equal to ``F.cross_entropy(hidden @ weight.T,
+    targets)`` within float rounding (``tests/test_decoder.py``)."""
+    return _LmHeadLoss.apply(hidden, weight, targets, chunk)
 ATTENTION_CHUNK = 64  # query rows per block of the training (dropout) attention path
 
 

@@ -31,7 +31,9 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
+from transformers import GPTNeoForCausalLM
 
+from . import decoder
 from .artifacts import atomic_path, read_json, write_json
 from .config import shown_path
 from .hardware import autocast_context, resolve_precision
@@ -186,8 +188,12 @@ def _device(cfg: TrainConfig, d: Dist) -> torch.device:
 
 
 def lm_loss(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """Next-token cross-entropy (HF shifts the labels)."""
+    """Next-token cross-entropy (HF shifts the labels). A GPT-Neo on a CPU (not wrapped by DDP) takes the fused
+    LM-head loss (:func:`helpers.decoder.lm_head_loss`): the same number without storing the fp32 logits."""
     ids = batch["input_ids"]
+    if decoder.FUSED_LM_HEAD and isinstance(model, GPTNeoForCausalLM) and ids.device.type == "cpu":
+        h = model.transformer(input_ids=ids, use_cache=False).last_hidden_state
+        return decoder.lm_head_loss(h[:, :-1].reshape(-1, h.shape[-1]), model.lm_head.weight, ids[:, 1:].reshape(-1))
     return model(input_ids=ids, labels=ids, use_cache=False).loss  # no KV cache is needed to train
 
 
