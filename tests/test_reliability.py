@@ -345,13 +345,15 @@ def _items(n):
 
 
 def test_row04_unreachable_judge_stops_after_a_few_failures(tmp_path):
-    from helpers import story_eval as SE
-    from helpers.judge import JudgeClient, JudgeUnreachable, grade_completions
+    from helpers import judge_runs as JR
+    from helpers.judge import JudgeUnreachable
+    from helpers.judge_client import JudgeClient
+    from helpers.judge_runs import grade_completions
 
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    cfg = SE.judge_config(f"http://127.0.0.1:{port}/v1", "judge", cache_dir=tmp_path / "judge", timeout=2.5,
+    cfg = JR.judge_config(f"http://127.0.0.1:{port}/v1", "judge", cache_dir=tmp_path / "judge", timeout=2.5,
                           max_retries=8, max_concurrency=2, backoff_base=0.001, backoff_max=0.01)
     assert cfg.timeout == 2.5 and cfg.max_retries == 8
     client = JudgeClient(cfg, sleep=lambda s: None)
@@ -368,7 +370,9 @@ def test_row04_unreachable_judge_stops_after_a_few_failures(tmp_path):
 
 
 def test_row05_no_usable_grade_fails_loudly_and_partial_results_stay_cached(tmp_path):
-    from helpers.judge import JudgeConfig, JudgeError, grade_completions
+    from helpers.judge import JudgeError
+    from helpers.judge_client import JudgeConfig
+    from helpers.judge_runs import grade_completions
 
     server = _Server(lambda first: None if "story 0" in first else "What a lovely story! I would not grade it.")
     try:

@@ -7,7 +7,7 @@ import random
 import pandas as pd
 import pytest
 
-from helpers import story_eval as SE
+from helpers import folding as FO, instruct as INS, judge_runs as JR, story_eval as SE
 
 
 # ----------------------------------------------------------------------------- folding and patterns
@@ -19,7 +19,7 @@ from helpers import story_eval as SE
     ("share", "sharing"), ("stop", "stopped"), ("Jane’s", "jane"),
 ])
 def test_fold_same_lemma(a, b):
-    assert SE.fold(a.lower()) == SE.fold(b.lower())
+    assert FO.fold(a.lower()) == FO.fold(b.lower())
 
 
 @pytest.mark.parametrize("a, b", [
@@ -27,7 +27,7 @@ def test_fold_same_lemma(a, b):
     ("better", "bet"), ("dinner", "din"),
 ])
 def test_fold_keeps_apart(a, b):
-    assert SE.fold(a) != SE.fold(b)
+    assert FO.fold(a) != FO.fold(b)
 
 
 def key(**kw):
@@ -93,7 +93,7 @@ def test_answer_keys_match_the_prompt_files():
         originals = SE.load_suite(suite)
         for i, k in enumerate(ks):
             assert k.id == f"{suite}-{i + 1}" and k.original == originals[i]
-            assert k.prompt == SE.ascii_quotes(originals[i]) and "”" not in k.prompt and "’" not in k.prompt
+            assert k.prompt == FO.ascii_quotes(originals[i]) and "”" not in k.prompt and "’" not in k.prompt
             assert k.success and k.expect
 
 
@@ -206,8 +206,8 @@ def test_fit_prompts(decoder_tokenizer):
 def test_judge_config_none_without_endpoint(monkeypatch):
     for v in ("STORYBENCH_JUDGE_BASE_URL", "STORYBENCH_JUDGE_MODEL", "OPENAI_BASE_URL"):
         monkeypatch.delenv(v, raising=False)
-    assert SE.judge_config(None, None, "OPENAI_API_KEY") is None
-    cfg = SE.judge_config("http://127.0.0.1:9/v1", "m", "MY_KEY", max_concurrency=2)
+    assert JR.judge_config(None, None, "OPENAI_API_KEY") is None
+    cfg = JR.judge_config("http://127.0.0.1:9/v1", "m", "MY_KEY", max_concurrency=2)
     assert cfg.model == "m" and cfg.api_key_env == "MY_KEY" and cfg.max_concurrency == 2
 
 
@@ -218,108 +218,108 @@ STORY = ('Once upon a time, a little girl named Mia found a shiny red ball in th
 
 
 def test_features_by_rule_only():
-    assert SE.detect_features(STORY) == ["Dialogue", "MoralValue"]
-    assert SE.detect_features("Tom ran home. He ate soup.") == []
-    assert SE.detect_features('He said, "Hi." He learned to swim.') == ["Dialogue"]  # "learned to" is no lesson
-    assert SE.detect_features("Sue took piano lessons. She played well.") == []
-    assert SE.detect_features("Tom was sad. That day he learned a valuable lesson.") == ["MoralValue"]
-    assert SE.detect_features("The moral of the story is to be kind.") == ["MoralValue"]
+    assert INS.detect_features(STORY) == ["Dialogue", "MoralValue"]
+    assert INS.detect_features("Tom ran home. He ate soup.") == []
+    assert INS.detect_features('He said, "Hi." He learned to swim.') == ["Dialogue"]  # "learned to" is no lesson
+    assert INS.detect_features("Sue took piano lessons. She played well.") == []
+    assert INS.detect_features("Tom was sad. That day he learned a valuable lesson.") == ["MoralValue"]
+    assert INS.detect_features("The moral of the story is to be kind.") == ["MoralValue"]
     with pytest.raises(ValueError, match="no honest detection rule"):
-        SE.detect_features(STORY, ["BadEnding"])
+        INS.detect_features(STORY, ["BadEnding"])
 
 
 def test_instruct_document_fields_are_derived_from_the_story():
     rng = random.Random(0)
     for _ in range(50):
-        doc = SE.build_instruct_document(STORY, rng)
+        doc = INS.build_instruct_document(STORY, rng)
         names = [k for k, _ in doc.fields]
         assert names and len(set(names)) == len(names) and "Summary" not in names
-        assert set(names) <= set(SE.DERIVED_FIELDS)
+        assert set(names) <= set(INS.DERIVED_FIELDS)
         assert doc.text.startswith(doc.prompt) and doc.prompt.endswith("\nStory: ") and doc.text.endswith(STORY)
         for w in doc.words:
-            assert SE.word_used(w, STORY) and w in STORY and w not in SE.STOPWORDS
+            assert INS.word_used(w, STORY) and w in STORY and w not in INS.STOPWORDS
         for k, v in doc.fields:
             if k == "Random sentence":
                 assert v in STORY
             if k == "Features":
-                assert set(SE.split_list(v)) <= {"Dialogue", "MoralValue"}
+                assert set(INS.split_list(v)) <= {"Dialogue", "MoralValue"}
         if doc.words:
-            assert len(doc.words) == 3 and len({SE.fold(w) for w in doc.words}) == 3
+            assert len(doc.words) == 3 and len({FO.fold(w) for w in doc.words}) == 3
 
 
 def test_instruct_documents_random_subsets_and_orders_seeded():
     stories = [STORY] * 200
-    docs = SE.instruct_documents(stories, seed=7)
-    assert [d.text for d in docs] == [d.text for d in SE.instruct_documents(stories, seed=7)]
-    assert [d.text for d in docs] != [d.text for d in SE.instruct_documents(stories, seed=8)]
+    docs = INS.instruct_documents(stories, seed=7)
+    assert [d.text for d in docs] == [d.text for d in INS.instruct_documents(stories, seed=7)]
+    assert [d.text for d in docs] != [d.text for d in INS.instruct_documents(stories, seed=8)]
     subsets = {tuple(sorted(k for k, _ in d.fields)) for d in docs}
     orders = {tuple(k for k, _ in d.fields) for d in docs}
     assert len(subsets) == 7  # every non-empty subset of the three derivable fields
     assert len(orders) > len(subsets)  # and several orders of the same subset
-    counts = SE.field_counts(docs)
+    counts = INS.field_counts(docs)
     assert counts["Summary"] == 0 and 0.3 < counts["Words"] / len(docs) < 0.8
-    forced = SE.instruct_documents(stories, seed=7, require=("Words",), p_field=0.0)
+    forced = INS.instruct_documents(stories, seed=7, require=("Words",), p_field=0.0)
     assert all([k for k, _ in d.fields] == ["Words"] for d in forced)
 
 
 def test_instruct_requirements_that_cannot_be_met():
     with pytest.raises(ValueError, match="only"):
-        SE.build_instruct_document(STORY, random.Random(0), require=("Summary",))
+        INS.build_instruct_document(STORY, random.Random(0), require=("Summary",))
     with pytest.raises(ValueError, match="cannot give"):
-        SE.build_instruct_document("Tom ran.", random.Random(0), require=("Words",))
-    assert SE.instruct_documents(["Tom ran.", STORY], 0, require=("Words",), skip_unfit=True)[0].story == STORY
+        INS.build_instruct_document("Tom ran.", random.Random(0), require=("Words",))
+    assert INS.instruct_documents(["Tom ran.", STORY], 0, require=("Words",), skip_unfit=True)[0].story == STORY
 
 
 def test_parse_instruct_round_trip_and_bundled_prompts():
-    for d in SE.instruct_documents([STORY] * 20, seed=3):
-        parsed = SE.parse_instruct(d.text)
+    for d in INS.instruct_documents([STORY] * 20, seed=3):
+        parsed = INS.parse_instruct(d.text)
         assert parsed.fields == d.fields and parsed.story == d.story and parsed.words == d.words
-        assert SE.parse_instruct(d.prompt).story is None
-    bundled = SE.load_instruct_prompts()
+        assert INS.parse_instruct(d.prompt).story is None
+    bundled = INS.load_instruct_prompts()
     assert len(bundled) == 50
-    p = SE.parse_instruct(bundled[3])
+    p = INS.parse_instruct(bundled[3])
     assert p.words == ["meet", "waffle", "new"] and p.story is None
-    two = SE.parse_instruct(bundled[0])
+    two = INS.parse_instruct(bundled[0])
     assert len(two.get("Summary")) == 2 and two.features == ["Dialogue"]  # the source's double summaries
-    assert sum(bool(SE.parse_instruct(b).words) for b in bundled) >= 30
+    assert sum(bool(INS.parse_instruct(b).words) for b in bundled) >= 30
     with pytest.raises(ValueError, match="not an Instruct field"):
-        SE.parse_instruct("Hello there\nStory: x")
+        INS.parse_instruct("Hello there\nStory: x")
     with pytest.raises(ValueError, match="no 'Story:'"):
-        SE.parse_instruct("Words: a, b")
+        INS.parse_instruct("Words: a, b")
 
 
 def test_required_word_share():
     story = "Tom escaped from the tall tower. He was not at war with anyone."
-    assert SE.required_word_share(["escape", "war", "tall"], story) == 1.0
-    assert SE.required_word_share(["escape", "waffle", "meet"], story) == pytest.approx(1 / 3)
-    assert SE.required_word_share([], story) is None
-    assert SE.word_used("x-ray", "She saw her x-ray.") and not SE.word_used("x-ray", "She saw a ray.")
-    assert not SE.word_used("war", "The warm sun.")  # whole words only
+    assert INS.required_word_share(["escape", "war", "tall"], story) == 1.0
+    assert INS.required_word_share(["escape", "waffle", "meet"], story) == pytest.approx(1 / 3)
+    assert INS.required_word_share([], story) is None
+    assert INS.word_used("x-ray", "She saw her x-ray.") and not INS.word_used("x-ray", "She saw a ray.")
+    assert not INS.word_used("war", "The warm sun.")  # whole words only
 
 
 def test_instruct_scores_and_chance_baseline():
     rows = [{"model": "m", "prompt": "Words: cat, hat, mat\nStory:", "completion": "A cat in a hat."},
             {"model": "m", "prompt": "Words: dog, log, fog\nStory:", "completion": "A cat sat on a mat."},
             {"model": "m", "prompt": "Features: Dialogue\nStory:", "completion": "Hi."}]
-    s = SE.instruct_scores(rows)
+    s = INS.instruct_scores(rows)
     assert s["share_used"].tolist()[:2] == pytest.approx([2 / 3, 0.0])
     assert s["chance_share"].tolist()[:2] == pytest.approx([0.0, 2 / 3])  # the other prompt's words
     assert s.loc[2, "n_words"] == 0 and pd.isna(s.loc[2, "share_used"])
-    summ = SE.instruct_summary(s.assign(prompts="x"))
+    summ = INS.instruct_summary(s.assign(prompts="x"))
     assert summ.loc[0, "stories scored"] == 2
     assert summ.loc[0, "share of required words used"] == pytest.approx(1 / 3)
-    html = SE.instruct_examples_html([{"prompt": rows[0]["prompt"], "m": "Cats like hats."}], ["m"])
+    html = INS.instruct_examples_html([{"prompt": rows[0]["prompt"], "m": "Cats like hats."}], ["m"])
     assert "<b>Cats</b>" in html and "<b>hats</b>" in html and "<b>like</b>" not in html
 
 
 def test_heldout_split_keeps_validation_first():
-    val, ev = SE.heldout_split(list("abcdef"), 2)
+    val, ev = INS.heldout_split(list("abcdef"), 2)
     assert val == list("abcd") and ev == ["e", "f"]
     with pytest.raises(ValueError, match="only 3"):
-        SE.heldout_split(list("abc"), 3)
+        INS.heldout_split(list("abc"), 3)
 
 
 def test_bundled_prompt_objects():
-    ps = SE.bundled_instruct_prompts()
+    ps = INS.bundled_instruct_prompts()
     assert len(ps) == 50 and ps[3].story_id == "bundled-3" and ps[3].prompt == "Words: meet, waffle, new\nStory:"
     assert json.loads(json.dumps([p.story_id for p in ps]))[0] == "bundled-0"

@@ -2,7 +2,8 @@
 
 Data flows one way:
     config/artifacts -> data -> budgets -> tokenizers -> decoder/ltg_bert -> training
-    -> generation -> diversity -> evaluation/finetune/judge -> interpret -> reporting
+    -> generation -> diversity -> evaluation/finetune/judge -> lexicon -> interpret -> interpret_tables/interpret_views
+    -> reporting
 """
 __version__ = "0.1.0"
 

@@ -1,20 +1,22 @@
 """The real TinyStoriesInstruct files (Eldan & Li 2023), for the paper profile's instruction-following decoder
 (``docs/methods.md#instruct``); the cpu profile, which has no such file, derives Instruct documents from the stories
-(:func:`helpers.story_eval.build_instruct_document`)."""
+(:func:`helpers.instruct.build_instruct_document`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from .budgets import shuffled_order, take_prefix
+from .budgets import Ledger, shuffled_order, take_prefix
 from .data import count_words, load_tinystories
-from .story_eval import InstructDocument, parse_instruct
+from .instruct import InstructDocument, field_counts, heldout_instruct_prompts, parse_instruct, plan_instruct
+from .story_eval import story_prompts
+from .training import encode_blocks
 
 
 @dataclass
 class InstructCorpus:
-    """Documents of a real TinyStoriesInstruct file, parsed (``helpers.story_eval.InstructDocument``)."""
+    """Documents of a real TinyStoriesInstruct file, parsed (``helpers.instruct.InstructDocument``)."""
 
     documents: list
     n_malformed: int = 0  # documents without a ``Story:`` line or with a line that is not a field
@@ -34,10 +36,10 @@ def load_tinystories_instruct(source: str | Path, limit: int | None = None) -> I
     """The real TinyStoriesInstruct files (Eldan & Li 2023; ``TinyStoriesInstruct-{train,valid}.txt`` of
     ``roneneldan/TinyStoriesInstruct``): documents separated by ``<|endoftext|>``, each a few ``Features:`` /
     ``Words:`` / ``Summary:`` / ``Random sentence:`` lines and then ``Story:`` and the story. Every document is
-    parsed with :func:`helpers.story_eval.parse_instruct` and kept as an ``InstructDocument`` (fields in their
+    parsed with :func:`helpers.instruct.parse_instruct` and kept as an ``InstructDocument`` (fields in their
     order, the story after ``Story:``, mojibake repaired); documents that do not parse are counted and skipped, a
     byte-truncated last document is dropped. ``limit`` keeps the first ``limit`` documents. (The cpu profile has no
-    such file and derives its Instruct documents from the stories, ``story_eval.build_instruct_document``.)"""
+    such file and derives its Instruct documents from the stories, ``instruct.build_instruct_document``.)"""
     corpus = load_tinystories(source)  # <|endoftext|>-separated, repaired, truncated tail dropped
     docs, bad = [], 0
     for text in corpus.stories:
@@ -65,14 +67,10 @@ def instruct_budget(documents: Sequence, budget: int, seed: int) -> list:
 def plan_instruct_from_files(run_dir: str | Path, budget: str, p02: dict, train_file: str | Path,
                              valid_file: str | Path, seed: int, words: int | None = None, **plan_kwargs):
     """The instruct decoder of ``budget`` trained on the **real** TinyStoriesInstruct documents: notebook 02's plain
-    run for that budget (tokenizer, spec, config and the differences found; :func:`helpers.story_eval.plan_instruct`)
+    run for that budget (tokenizer, spec, config and the differences found; :func:`helpers.instruct.plan_instruct`)
     with its training data replaced by documents of ``train_file`` (``words``: a seeded word budget, by default the
     plain decoder's; :func:`instruct_budget`) and its validation data by documents of ``valid_file``."""
     from dataclasses import replace
-
-    from .budgets import Ledger
-    from .story_eval import field_counts, plan_instruct
-    from .training import encode_blocks
 
     run = plan_instruct(run_dir, budget, p02, seed, 1, **plan_kwargs)
     if words is None:
@@ -88,10 +86,8 @@ def plan_instruct_from_files(run_dir: str | Path, budget: str, p02: dict, train_
 def instruct_file_prompts(valid_file: str | Path, n: int, seed: int):
     """``n`` prompts of the real Instruct validation file that carry a ``Words:`` line (seeded choice), as
     :class:`~helpers.generation.Prompt` objects (``story_id`` = ``valid-<i>``, ending = the story), to score the
-    share of required words as with the derived prompts (:func:`helpers.story_eval.heldout_instruct_prompts`)."""
+    share of required words as with the derived prompts (:func:`helpers.instruct.heldout_instruct_prompts`)."""
     import random
-
-    from .story_eval import story_prompts
 
     docs = [(i, d) for i, d in enumerate(load_tinystories_instruct(valid_file).documents) if d.words]
     random.Random(seed).shuffle(docs)
@@ -103,9 +99,7 @@ def plan_instruct_run(run_dir: str | Path, budget: str, p02: dict, seed: int, he
                       train_file: str | Path | None = None, valid_file: str | Path | None = None, **plan_kwargs):
     """Notebook 05b's instruct decoder: on the real TinyStoriesInstruct files when ``train_file`` is given
     (:func:`plan_instruct_from_files`; ``valid_file`` is then required), else on Instruct documents derived from the
-    budget's stories (:func:`helpers.story_eval.plan_instruct`, the cpu profile's fallback)."""
-    from .story_eval import plan_instruct
-
+    budget's stories (:func:`helpers.instruct.plan_instruct`, the cpu profile's fallback)."""
     if train_file is None:
         return plan_instruct(run_dir, budget, p02, seed, heldout_prompts, **plan_kwargs)
     if valid_file is None:
@@ -116,9 +110,7 @@ def plan_instruct_run(run_dir: str | Path, budget: str, p02: dict, seed: int, he
 def heldout_prompts(run_dir: str | Path, n: int, seed: int, valid_file: str | Path | None = None, **derive_kwargs):
     """Held-out Instruct prompts: ``n`` of the real validation file when ``valid_file`` is given
     (:func:`instruct_file_prompts`), else derived from held-out stories
-    (:func:`helpers.story_eval.heldout_instruct_prompts`)."""
-    from .story_eval import heldout_instruct_prompts
-
+    (:func:`helpers.instruct.heldout_instruct_prompts`)."""
     if valid_file is None:
         return heldout_instruct_prompts(run_dir, n, seed, **derive_kwargs)
     return instruct_file_prompts(valid_file, n, seed)

@@ -1,0 +1,62 @@
+"""One concept per helpers module (issue #18): the names that left ``judge.py`` and ``story_eval.py`` each have one
+home, are importable from it, and are defined in no other helpers module (no re-export shims)."""
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+from pathlib import Path
+
+import pytest
+
+HELPERS = Path(__file__).resolve().parents[1] / "src" / "helpers"
+
+# where each moved public name lives now (judge.py kept the rubric, prompts, parsing and cache; story_eval.py the
+# GPT-Eval prompts and the themed suites)
+HOMES = {
+    "judge_client": ["JudgeConfig", "JudgeClient"],
+    "judge_local": ["LOCAL_PACKAGE", "LOCAL_GGUF", "LOCAL_INSTALL", "local_judge_dir", "LocalJudgeConfig",
+                    "grade_distribution", "expected_and_argmax", "load_local_judge", "LocalJudgeClient"],
+    "judge_runs": ["JUDGE_BACKENDS", "make_client", "grade_completions", "judge_config", "judge_prompt_ids",
+                   "judge_items", "judge_summary"],
+    "folding": ["ascii_quotes", "fold", "tokens", "folded"],
+    "instruct": ["INSTRUCT_PROMPTS", "INSTRUCT_FIELDS", "DERIVED_FIELDS", "STOPWORDS", "FEATURE_RULES", "FEATURE_NOTES",
+                 "detect_features", "candidate_words", "InstructDocument", "split_list", "build_instruct_document",
+                 "instruct_documents", "ParsedInstruct", "parse_instruct", "word_used", "required_word_share",
+                 "load_instruct_prompts", "instruct_scores", "instruct_summary", "highlight_words",
+                 "instruct_examples_html", "InstructRun", "field_counts", "heldout_split", "plan_instruct",
+                 "heldout_instruct_prompts", "bundled_instruct_prompts"],
+}
+SPLIT = ["judge", "judge_client", "judge_local", "judge_runs", "folding", "story_eval", "instruct"]
+
+
+def _defined(path: Path) -> set[str]:
+    """Top-level names a module defines (functions, classes, assignments), not the ones it imports."""
+    names: set[str] = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return names
+
+
+@pytest.mark.parametrize("home", sorted(HOMES))
+def test_moved_names_have_one_home(home):
+    mod = importlib.import_module(f"helpers.{home}")
+    defined = {p.stem: _defined(p) for p in HELPERS.glob("*.py")}
+    for name in HOMES[home]:
+        obj = getattr(mod, name)  # importable from its home
+        if inspect.isfunction(obj) or inspect.isclass(obj):
+            assert obj.__module__ == f"helpers.{home}", f"{name} comes from {obj.__module__}"
+        assert name in defined[home], f"{name} is not defined in helpers.{home}"
+        others = sorted(m for m, names in defined.items() if name in names and m != home)
+        assert not others, f"{name} is defined in helpers.{home} and again in {others}"
+
+
+@pytest.mark.parametrize("module", SPLIT)
+def test_split_modules_stay_small(module):
+    n = len((HELPERS / f"{module}.py").read_text().splitlines())
+    assert n < 500, f"helpers.{module} has {n} lines: one concept per module (issue #18)"
