@@ -1,12 +1,10 @@
 """Independent jobs (encoders, fine-tuning runs, sweep models) in worker processes with a share of the CPU each.
 
-The study's models are small (hidden 64-256): one process does not keep two cores busy, so two one-thread
-processes do more work than one two-thread process. Measured on an AMD EPYC (Zen 4, AVX512-BF16), 2 cores, bf16
-training steps (``benchmarks/parallel_jobs.py`` prints the ratio on the machine at hand):
-
-* LTG-BERT cpu preset: one 1-thread process 6,646 tokens/s, one 2-thread process 7,926 tokens/s;
-* GPT-Neo cpu decoder: two 1-thread processes together 10,619 tokens/s against 9,344-10,696 for one 2-thread process
-  (so notebook 02's four unequal decoder runs stay in one process: the gain would be lost to the longest run).
+The study's models are small (hidden 64-256): one process does not keep two cores busy with them, so two
+one-thread processes can do more work than one two-thread process. ``benchmarks/parallel_jobs.py`` measures it on the
+machine at hand; on an AMD EPYC (Zen 4, AVX512-BF16), 2 cores, bf16: LTG-BERT cpu preset 1.19× (2 jobs × 60 steps),
+GPT-Neo cpu decoder 0.97× (its 4,096-row matmuls already use both threads), so notebook 02 keeps its decoders in
+one process while 02b, 04 and 05 use workers.
 
 :func:`run_jobs` runs ``fn(**kwargs)`` for every job, in the calling process when one worker is asked for (or
 there is one job), else in a pool of ``spawn`` processes with ``threads // workers`` torch threads each. What a
