@@ -192,6 +192,61 @@ def plot_intervals(intervals, order: list[tuple[str, str]] | None = None, chance
     return fig
 
 
+def plot_ours_vs_paper(comparison, intervals=None, ours: str | None = None, chance: float = 50.0,
+                       no_chance: tuple[str, ...] = ("GLUE",), title: str = ""):
+    """Our scores beside the paper's, one panel per benchmark (a ``compare_with_paper`` table: columns mix,
+    paper mix, benchmark, ours, paper). Our score is a dot with its 95 % interval where ``intervals`` (an
+    :func:`helpers.evaluation.interval_table` of the encoders) has it, the paper's a diamond; the chance level is
+    a dashed line except in the ``no_chance`` panels (GLUE averages tasks whose chance levels differ). Rows are
+    labelled "our mix (paper mix)"; a missing paper value is simply absent."""
+    import matplotlib.pyplot as plt
+
+    ours = ours or next(c for c in comparison.columns if str(c).startswith("ours"))
+    benchmarks = list(dict.fromkeys(comparison["benchmark"]))
+    mixes = list(dict.fromkeys(comparison["mix"]))
+    labels = {m: f"{m}\n(paper {p})" for m, p in zip(comparison["mix"], comparison["paper mix"])}
+    ci = {}
+    if intervals is not None:
+        for r in intervals.itertuples():
+            if (r.model, r.task) in ci:
+                raise ValueError(f"two intervals for {r.model} on {r.task}: pass the intervals of one kind of model")
+            ci[(r.model, r.task)] = (r.ci_low, r.ci_high)
+    fig, axes = plt.subplots(1, len(benchmarks), figsize=(3.6 * len(benchmarks) + 2.5, 0.7 * len(mixes) + 1.6),
+                             sharey=True, squeeze=False)
+    ys = {m: i for i, m in enumerate(mixes)}
+    for ax, bench in zip(axes[0], benchmarks):
+        part = comparison[comparison["benchmark"] == bench]
+        have_ci = False
+        for mix, score, paper in zip(part["mix"], part[ours], part["paper"]):
+            y, lo_hi = ys[mix], ci.get((mix, bench))
+            if score == score:  # not NaN
+                if lo_hi:
+                    have_ci = True
+                    ax.errorbar(score, y, xerr=[[score - lo_hi[0]], [lo_hi[1] - score]], fmt="o", color="tab:blue",
+                                capsize=3, label="ours (95 % CI)")
+                else:
+                    ax.plot(score, y, "o", color="tab:blue", label="ours")
+            if paper == paper:
+                ax.plot(paper, y, "D", color="tab:orange", label="paper")
+        if bench not in no_chance:
+            ax.axvline(chance, color="k", ls="--", lw=1, label="chance")
+        ax.set_title(bench + ("" if have_ci or bench not in no_chance else " (no interval: mean of tasks)"))
+        ax.set_xlabel("score (%)")
+        ax.grid(axis="x", alpha=0.3)
+    axes[0][0].set_yticks(range(len(mixes)), [labels[m] for m in mixes])
+    axes[0][0].invert_yaxis()
+    handles = {}
+    for ax in axes[0]:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(lab, h)
+    fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=len(handles), frameon=False,
+               bbox_to_anchor=(0.5, -0.02))
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    return fig
+
+
 def git_revision() -> str:
     try:
         rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo_root(), capture_output=True, text=True, check=True).stdout.strip()
