@@ -8,7 +8,8 @@ matplotlib.use("Agg")
 import pandas as pd
 import pytest
 
-from helpers import diversity, findings, reporting
+from helpers import findings, reporting, self_bleu
+from helpers.continuation_health import continuation_health
 from helpers.evaluation import interval_table
 
 
@@ -65,8 +66,8 @@ def test_interval_table_and_plot():
 
 def test_self_bleu_sentences_and_flat_rule():
     curves = {"m1": {2: 0.10, 5: 0.20, 10: 0.25, 20: 0.251}, "m2": {2: 0.010, 5: 0.012, 10: 0.013, 20: 0.013}}
-    chosen = {n: diversity.choose_k_or_none(c, "knee", eps=0.01) for n, c in curves.items()}
-    assert chosen["m2"] is None and chosen["m1"] == diversity.choose_k(curves["m1"], "knee", eps=0.01)
+    chosen = {n: self_bleu.choose_k_or_none(c, "knee", eps=0.01) for n, c in curves.items()}
+    assert chosen["m2"] is None and chosen["m1"] == self_bleu.choose_k(curves["m1"], "knee", eps=0.01)
     s = findings.self_bleu(curves, chosen, 0.01)
     assert "the rule chooses k = " in s[0] and "flat" in s[1]
     assert "least diverse completions" in s[2] and "m1" in s[2].split(";")[0]
@@ -76,8 +77,8 @@ def test_continuation_health_sentences_compare_with_real_endings():
     real = [{"completion": "the end came and they were happy", "ended": True}] * 40
     loopy = [{"completion": "a b c d e f a b c d e f", "ended": False}] * 40
     health = pd.DataFrame([
-        {"model": "m", "prompts": "all", **diversity.continuation_health(loopy)},
-        {"model": "original endings", "prompts": "real", **diversity.continuation_health(real)},
+        {"model": "m", "prompts": "all", **continuation_health(loopy)},
+        {"model": "original endings", "prompts": "real", **continuation_health(real)},
     ])
     s = findings.continuation_health(health, "all", reference="original endings")
     assert len(s) == 1 and "0 % [" in s[0] and "100 % [" in s[0] and "more than real endings: 0 %" in s[0]
@@ -127,8 +128,8 @@ def test_interpretability_sentences():
 @pytest.mark.parametrize("eps", [0.0])
 def test_choose_k_or_none_with_zero_eps_is_choose_k(eps):
     c = {2: 0.1, 5: 0.1}
-    assert diversity.choose_k_or_none(c, "knee", eps=0.01) is None
-    assert diversity.choose_k_or_none(c, "knee", eps=eps) == diversity.choose_k(c, "knee", eps=eps)
+    assert self_bleu.choose_k_or_none(c, "knee", eps=0.01) is None
+    assert self_bleu.choose_k_or_none(c, "knee", eps=eps) == self_bleu.choose_k(c, "knee", eps=eps)
 
 
 def test_average_note_marks_missing_and_scaled_benchmarks():
@@ -154,7 +155,7 @@ def _selfbleu_intervals(b_low: float, b_high: float, b_mean: float = 0.20):
 def test_self_bleu_sentences_compare_models_with_intervals():
     t = _selfbleu_intervals(0.18, 0.22)  # a 0.30 [0.28, 0.32] vs b 0.20 [0.18, 0.22]: separated
     curves = {m: dict(zip(g.k, g["self-BLEU"])) for m, g in t.groupby("model", sort=False)}
-    chosen = {m: diversity.choose_k_or_none(c, "knee", eps=0.01) for m, c in curves.items()}
+    chosen = {m: self_bleu.choose_k_or_none(c, "knee", eps=0.01) for m, c in curves.items()}
     s = findings.self_bleu(curves, chosen, 0.01, t)
     ranking = [x for x in s if x.startswith("self-BLEU at k = 10")][0]
     assert "over 20 prompts" in ranking and ranking.index("a 0.300 [0.280, 0.320]") < ranking.index("b 0.200") < ranking.index("c 0.020")

@@ -233,8 +233,8 @@ HOMES = {
         neuron_class_shares chance_specialists token_base_rates specialist_table neuron_examples showcase_neurons""",
     "interpret_views": "neuron_html html_page plot_attention_grid plot_correlation_grid",
 }
-#: same name, unrelated function elsewhere (names used in many texts, not the mid-sentence names of one story)
-UNRELATED = {("story_names", "diversity")}
+#: same name, unrelated function elsewhere (none since memorisation's names of a corpus became corpus_names)
+UNRELATED: set[tuple[str, str]] = set()
 
 
 def test_each_moved_name_has_one_home():

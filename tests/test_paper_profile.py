@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from helpers import diversity as D
+from helpers import memorisation as M, ngram_index as NI, rouge
 
 STORIES = [
     "Once upon a time, there was a girl named Lily. Lily liked to play with her red ball in the park. One day the "
@@ -15,27 +15,27 @@ STORIES = [
 
 # ----------------------------------------------------------------------------- 8. memorisation protocol
 def test_max_rouge2_train_finds_the_copied_story_over_a_shortlist():
-    idx = D.NGramIndex(STORIES, n=3)
+    idx = NI.NGramIndex(STORIES, n=3)
     comps = [STORIES[1][40:], "A completely different text about cars and trucks on the road today."]
-    best, ids = D.max_rouge2_train(comps, idx, shortlist=2)
+    best, ids = M.max_rouge2_train(comps, idx, shortlist=2)
     assert ids[0] == 1 and best[0] > 0.5
     assert ids[1] == -1 and best[1] == 0.0
     # the shortlist maximum equals the brute-force maximum over every story
-    brute = max(D.rouge2(comps[0], s) for s in STORIES)
+    brute = max(rouge.rouge2(comps[0], s) for s in STORIES)
     assert best[0] == pytest.approx(brute)
     with pytest.raises(ValueError):
-        D.max_rouge2_train(comps, idx, shortlist=0)
+        M.max_rouge2_train(comps, idx, shortlist=0)
 
 
 def test_template_check_catches_a_story_with_names_swapped():
-    names = D.story_names(STORIES)
+    names = M.corpus_names(STORIES)
     assert {"Lily", "Tom", "Max"} <= names and "Once" not in names and "One" not in names
     swapped = STORIES[0].replace("Lily", "Sue").replace("Tom", "Sam")
     names |= {"Sue", "Sam"}
-    out = D.template_matches([swapped, STORIES[2]], STORIES, names=names, min_words=20)
+    out = M.template_matches([swapped, STORIES[2]], STORIES, names=names, min_words=20)
     assert out[0]["template"] and out[0]["story_id"] == 0 and out[0]["masked_run"] > out[0]["run"]
     assert not out[1]["template"]  # a verbatim copy is an exact copy, not a template
-    assert D.mask_names("Lily met Tom.", {"Lily", "Tom"}) == f"{D.NAME} met {D.NAME}."
+    assert M.mask_names("Lily met Tom.", {"Lily", "Tom"}) == f"{M.NAME} met {M.NAME}."
 
 
 def test_memorisation_prompts_have_their_own_cut(tmp_path):
@@ -353,12 +353,12 @@ def test_instruct_decoder_plans_on_the_real_files(tmp_path, real_stories, decode
 
 
 def test_template_check_reuses_known_plain_runs():
-    names = D.story_names(STORIES) | {"Sue", "Sam"}
+    names = M.corpus_names(STORIES) | {"Sue", "Sam"}
     swapped = STORIES[0].replace("Lily", "Sue").replace("Tom", "Sam")
-    idx = D.NGramIndex(STORIES, n=3)
+    idx = NI.NGramIndex(STORIES, n=3)
     runs = [idx.longest_shared_run(swapped).length]
-    assert D.template_matches([swapped], STORIES, names=names, plain_runs=runs) == \
-        D.template_matches([swapped], STORIES, names=names, index=idx)
+    assert M.template_matches([swapped], STORIES, names=names, plain_runs=runs) == \
+        M.template_matches([swapped], STORIES, names=names, index=idx)
 
 
 def test_notebook_05b_picks_the_real_instruct_files_when_given(tmp_path, monkeypatch):

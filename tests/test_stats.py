@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from helpers import evaluation as ev, finetune as ft, judge_validity as JV, stats, story_eval as SE
-from helpers.diversity import wilson_interval
+from helpers.stats import bootstrap_mean_interval, wilson_interval
 
 CONFIDENCES = [0.95, 0.9, 0.8, 0.99]
 
@@ -182,3 +182,45 @@ def test_paradigm_mean_interval_unchanged(confidence):
     for seed in (0, 9):
         assert (ev.paradigm_mean_interval(pairs, correct, confidence, 700, seed)
                 == _old_paradigm_mean_interval(pairs, correct, confidence, 700, seed))
+
+
+# ------------------------------------------------------------------ bootstrap of column means, Wilson interval
+def test_bootstrap_mean_interval_contains_mean_is_seeded_and_shrinks():
+    rng = np.random.default_rng(0)
+    small, large = rng.random(8), rng.random(800)
+    lo, hi = bootstrap_mean_interval(small, n_boot=1000, seed=3)
+    assert lo.shape == hi.shape == (1,) and lo[0] < small.mean() < hi[0]
+    again = bootstrap_mean_interval(small, n_boot=1000, seed=3)
+    assert (again[0] == lo).all() and (again[1] == hi).all()  # same seed, same interval
+    other = bootstrap_mean_interval(small, n_boot=1000, seed=4)
+    assert (other[0] != lo).any() or (other[1] != hi).any()
+    llo, lhi = bootstrap_mean_interval(large, n_boot=1000, seed=3)
+    assert lhi[0] - llo[0] < (hi[0] - lo[0]) / 3  # 100x the prompts: about a tenth of the width
+    assert bootstrap_mean_interval([0.5] * 5)[0][0] == bootstrap_mean_interval([0.5] * 5)[1][0] == 0.5
+    # columns share the resamples: a column that is another plus a constant has the shifted interval
+    two = np.column_stack([small, small + 1.0])
+    blo, bhi = bootstrap_mean_interval(two, n_boot=500, seed=1)
+    np.testing.assert_allclose(blo[1] - blo[0], 1.0, atol=1e-12)
+    np.testing.assert_allclose(bhi[1] - bhi[0], 1.0, atol=1e-12)
+    with pytest.raises(ValueError):
+        bootstrap_mean_interval([])
+    with pytest.raises(ValueError):
+        bootstrap_mean_interval([1.0, 2.0], confidence=1.0)
+
+
+def test_wilson_interval_known_values():
+    lo, hi = wilson_interval(5, 10)
+    assert (round(lo, 4), round(hi, 4)) == (0.2366, 0.7634)
+    lo, hi = wilson_interval(0, 20)
+    assert lo == pytest.approx(0.0, abs=1e-12) and round(hi, 4) == 0.1611
+    with pytest.raises(ValueError):
+        wilson_interval(3, 2)
+
+
+@pytest.mark.parametrize("n", [1, 7, 40, 150, 600, 1001])
+def test_wilson_interval_contains_the_estimate_at_the_ends(n):
+    """At k = 0 and k = n the interval must still contain the estimate (a float upper end of 1 - 1e-16 broke
+    notebook 03's error bars for the real endings, which all end)."""
+    for k in (0, n):
+        lo, hi = wilson_interval(k, n)
+        assert lo <= k / n <= hi and 0.0 <= lo and hi <= 1.0

@@ -2,7 +2,8 @@
 
 Data flows one way:
     config/artifacts -> data -> budgets -> tokenizers -> decoder/ltg_bert -> training
-    -> generation -> diversity -> evaluation/finetune/judge -> lexicon -> interpret -> interpret_tables/interpret_views
+    -> generation -> continuation_health/rouge/self_bleu/ngram_index/memorisation
+    -> evaluation/finetune/judge -> lexicon -> interpret -> interpret_tables/interpret_views
     -> reporting
 """
 __version__ = "0.1.0"

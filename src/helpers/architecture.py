@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from .data import EOT, PackedBlocks, pack_blocks
-from .diversity import wilson_interval
+from .stats import wilson_interval
 from .training import lm_loss
 
 SHAPE_KEYS = ("hidden", "layers", "heads")

@@ -55,7 +55,7 @@ def _compare(a: pd.Series, b: pd.Series, value: str) -> str:
 def self_bleu(curves: Mapping[str, Mapping[int, float]], chosen: Mapping[str, int | None], eps: float,
               intervals: pd.DataFrame | None = None) -> list[str]:
     """Notebook 03: the level and spread of each self-BLEU curve and the k its rule chose (None: a flat curve).
-    With ``intervals`` (:func:`helpers.diversity.self_bleu_table`: model, k, self-BLEU, ci_low, ci_high, prompts),
+    With ``intervals`` (:func:`helpers.self_bleu.self_bleu_table`: model, k, self-BLEU, ci_low, ci_high, prompts),
     each model's value at the largest k shared by all models gets its 95 % interval over prompts, and models
     neighbouring in that ranking are compared: a difference is real only where the intervals do not overlap."""
     out = []

@@ -24,7 +24,7 @@ import random
 import re
 from typing import Any, Mapping, Sequence
 
-from .diversity import bootstrap_mean_interval  # the one bootstrap of a mean over prompts (also self-BLEU's)
+from .stats import bootstrap_mean_interval, mean_interval, wilson_interval  # bootstrap_mean_interval: also self-BLEU's
 
 CORRUPTIONS = ("shuffled", "other story", "truncated", "scrambled")
 VALIDITY_CRITERIA = ("grammar", "creativity", "consistency", "plot", "age")
@@ -151,9 +151,6 @@ def validity_table(graded, criteria: Sequence[str] = VALIDITY_CRITERIA, confiden
     import numpy as np
     import pandas as pd
 
-    from .diversity import wilson_interval
-    from .stats import mean_interval
-
     out = pair_outcomes(graded, criteria)
     rows = []
     for c in criteria:
@@ -204,7 +201,7 @@ def verdict(table, judge_name: str) -> str:
 def grade_interval_table(grades, criteria: Sequence[str], by: Sequence[str] = ("model", "decoding"),
                          confidence: float = 0.95, samples: int = 2000, seed: int = 0):
     """Mean expected grade per group and criterion with a percentile bootstrap interval over prompts (an item's
-    samples stay together: ``story_id`` is the resampling unit; :func:`diversity.bootstrap_mean_interval`), and the
+    samples stay together: ``story_id`` is the resampling unit; :func:`stats.bootstrap_mean_interval`), and the
     number of graded items."""
     import pandas as pd
 

@@ -1,8 +1,10 @@
-"""Seeded percentile-bootstrap intervals, the one implementation behind every interval over resampled items
-(``story_eval.grade_summary``, ``finetune.metric_interval``, ``judge_validity``, ``diversity.bootstrap_mean_interval``; ``evaluation`` uses
-:func:`percentile_interval` on its stratified binomial replicates)."""
+"""Intervals: seeded percentile-bootstrap intervals, the one implementation behind every interval over resampled items
+(``story_eval.grade_summary``, ``finetune.metric_interval``, ``judge_validity``, :func:`bootstrap_mean_interval`; ``evaluation`` uses
+:func:`percentile_interval` on its stratified binomial replicates), and the Wilson score interval of a binomial
+proportion (:func:`wilson_interval`)."""
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import numpy as np
@@ -39,3 +41,35 @@ def mean_interval(values, confidence: float = 0.95, n_boot: int = 1000, seed: in
     """Seeded percentile-bootstrap interval of the mean of ``values`` (:func:`bootstrap_interval`)."""
     v = np.asarray(values, dtype=float)
     return bootstrap_interval(len(v), lambda idx: v[idx].mean(axis=1), confidence, n_boot, seed, rng)
+
+
+def bootstrap_mean_interval(values, confidence: float = 0.95, n_boot: int = 1000,
+                            seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Seeded percentile-bootstrap ``confidence`` interval of the mean of each column of ``values`` (units × columns;
+    a 1-D array is one column): the units (rows: prompts, stories) are resampled with replacement ``n_boot`` times,
+    the **same** resamples for every column, and the (1 − confidence)/2 and (1 + confidence)/2 quantiles of the
+    resampled means are returned as two arrays (one value per column). Shared by ``self_bleu.self_bleu_table`` and
+    ``judge_validity.grade_interval_table``."""
+    v = np.asarray(values, dtype=float)
+    v = v[:, None] if v.ndim == 1 else v
+    if v.ndim != 2 or v.shape[0] == 0:
+        raise ValueError(f"values must be a non-empty units × columns array; got shape {np.shape(values)}")
+    if not 0 < confidence < 1 or n_boot < 1:
+        raise ValueError(f"need 0 < confidence < 1 and n_boot >= 1; got {confidence}, {n_boot}")
+    lo, hi = bootstrap_interval(v.shape[0], lambda idx: np.stack([v[:, j][idx].mean(axis=1) for j in range(v.shape[1])], axis=1),
+                                confidence, n_boot, seed)  # column by column, the same resamples
+    return np.atleast_1d(lo), np.atleast_1d(hi)
+
+
+def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of a binomial proportion ``k / n`` (as fractions)."""
+    from statistics import NormalDist
+
+    if n <= 0 or not 0 <= k <= n:
+        raise ValueError(f"need 0 <= k <= n and n > 0, got k={k}, n={n}")
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    # the interval contains p; clamping keeps that true under rounding (p = 1 gave an upper end of 1 - 1e-16)
+    return max(0.0, min(p, centre - half)), min(1.0, max(p, centre + half))
