@@ -1,5 +1,5 @@
-"""One concept per helpers module (issue #18): the names that left ``judge.py`` and ``story_eval.py`` each have one
-home, are importable from it, and are defined in no other helpers module (no re-export shims)."""
+"""One concept per helpers module (issue #18): the names that left ``judge.py``, ``story_eval.py`` and ``evaluation.py`` each
+have one home, are importable from it, and are defined in no other helpers module (no re-export shims)."""
 from __future__ import annotations
 
 import ast
@@ -26,8 +26,18 @@ HOMES = {
                  "load_instruct_prompts", "instruct_scores", "instruct_summary", "highlight_words",
                  "instruct_examples_html", "InstructRun", "field_counts", "heldout_split", "plan_instruct",
                  "heldout_instruct_prompts", "bundled_instruct_prompts"],
+    # evaluation.py kept pairs -> rows, summaries, the top level and the paper comparison; minimal_pairs.TASKS and
+    # TASK_NAMES are not listed because finetune has its own (the GLUE tasks), another concept with the same names
+    "minimal_pairs": ["DATA_DIRS", "BLIMP_PHENOMENA", "SUPPLEMENT_NAMES", "ewok_domain_name", "Item", "load_blimp",
+                      "load_supplement", "load_ewok", "MinimalPairTask", "TASK_REGISTRY", "load_task", "task_files"],
+    "lm_scoring": ["causal_scores", "mlm_batches", "mlm_scores"],
+    "evaluation": ["SCORING_VERSION", "tie_coin", "Scorer", "score_items", "BOOTSTRAP_SAMPLES", "paradigm_mean_interval",
+                   "summarise", "EvalSettings", "EvalResult", "chance_verdict", "interval_table", "average_note",
+                   "model_digest", "tokenizer_digest", "make_scorer", "evaluate_model", "PAPER_BENCHMARKS",
+                   "paper_authors_row", "paper_ewok_has_context", "compare_with_paper"],
 }
-SPLIT = ["judge", "judge_client", "judge_local", "judge_runs", "folding", "story_eval", "instruct"]
+SPLIT = ["judge", "judge_client", "judge_local", "judge_runs", "folding", "story_eval", "instruct", "minimal_pairs",
+         "lm_scoring", "evaluation"]
 
 
 def _defined(path: Path) -> set[str]:
