@@ -1,4 +1,4 @@
-"""Minimal-pair scoring throughput: our batched scorers (helpers.evaluation) vs the obvious baselines, one process.
+"""Minimal-pair scoring throughput: our batched scorers (helpers.lm_scoring) vs the obvious baselines, one process.
 
     .venv/bin/python benchmarks/scoring.py [--pairs 1000] [--pll-sentences 200] [--threads 1]
 
@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from helpers import config
-from helpers import evaluation as ev
+from helpers import lm_scoring as LS, minimal_pairs as MP
 
 
 def timed_alternately(fns: dict, repeats: int) -> tuple[dict, dict]:
@@ -162,7 +162,7 @@ def main():
 
     transformers.logging.set_verbosity_error()
     per = max(1, -(-a.pairs // 67))
-    items = ev.load_blimp(limit_per_task=per, seed=0)
+    items = MP.load_blimp(limit_per_task=per, seed=0)
     rng = np.random.default_rng(0)
     items = [items[i] for i in sorted(rng.choice(len(items), size=min(a.pairs, len(items)), replace=False))]
     texts = [t for it in items for t in (it.good, it.bad)]
@@ -173,8 +173,8 @@ def main():
     model, tok, what = load_decoder()
     print(f"\n(a) causal LM: {what}")
     reqs = [(None, t) for t in texts]
-    ev.causal_scores(model, tok, reqs[:64], batch_size=a.batch)  # warm-up
-    out, t = timed_alternately({"ours": lambda: ev.causal_scores(model, tok, reqs, batch_size=a.batch)[0],
+    LS.causal_scores(model, tok, reqs[:64], batch_size=a.batch)  # warm-up
+    out, t = timed_alternately({"ours": lambda: LS.causal_scores(model, tok, reqs, batch_size=a.batch)[0],
                                 "loop": lambda: causal_loop(model, tok, texts)}, a.repeats)
     (ours, loop), (t_ours, t_loop) = (out["ours"], out["loop"]), (t["ours"], t["loop"])
     diff = float(np.abs(ours - loop).max())
@@ -189,8 +189,8 @@ def main():
     n_tok = sum(len(tok(" " + s, add_special_tokens=False)["input_ids"]) for s in sents)
     print(f"\n(b) masked LM PLL: {what}; {len(sents)} sentences, {n_tok} masked copies")
     reqs = [(None, s) for s in sents]
-    ev.mlm_scores(model, tok, reqs[:16], max_tokens=a.max_tokens)  # warm-up
-    fns = {"ours": lambda: ev.mlm_scores(model, tok, reqs, max_tokens=a.max_tokens)[0]}
+    LS.mlm_scores(model, tok, reqs[:16], max_tokens=a.max_tokens)  # warm-up
+    fns = {"ours": lambda: LS.mlm_scores(model, tok, reqs, max_tokens=a.max_tokens)[0]}
     names = {"ours": f"ours: mlm_scores, <= {a.max_tokens} tokens/forward"}
     mlm = minicons_scorer(model, tok)
     if mlm is not None:

@@ -13,7 +13,7 @@ import pytest
 import torch
 import transformers
 
-from helpers import evaluation as ev
+from helpers import evaluation as ev, lm_scoring as LS, minimal_pairs as MP
 from helpers.decoder import DecoderSpec, build_decoder, disable_fast_attention
 from helpers.ltg_bert import LtgBertForMaskedLM, ltg_bert_config
 
@@ -28,11 +28,11 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
 
 
 @pytest.fixture(scope="module")
-def some_items() -> list[ev.Item]:
+def some_items() -> list[MP.Item]:
     """A few real pairs of every task, of clearly different lengths."""
-    b = ev.load_blimp(limit_per_task=1, seed=3)[:6]
-    s = ev.load_supplement(limit_per_task=1, seed=3)[:3]
-    e = ev.load_ewok(limit_per_task=1, seed=3)[:3]
+    b = MP.load_blimp(limit_per_task=1, seed=3)[:6]
+    s = MP.load_supplement(limit_per_task=1, seed=3)[:3]
+    e = MP.load_ewok(limit_per_task=1, seed=3)[:3]
     return b + s + e
 
 
@@ -61,7 +61,7 @@ def _requests(items, context=True):
 
 
 def _plain_causal(model, tok, ctx, text):
-    c, t = ev._split_encode(tok, ctx, text, " ")
+    c, t = LS._split_encode(tok, ctx, text, " ")
     ids = torch.tensor([[tok.eos_token_id] + c + t])
     with torch.no_grad():
         lp = torch.log_softmax(model(ids).logits[0].double(), -1)
@@ -71,37 +71,37 @@ def _plain_causal(model, tok, ctx, text):
 
 def test_causal_batched_matches_plain_forward(decoder, decoder_tokenizer, some_items):
     reqs = _requests(some_items)
-    lens = [len(ev._split_encode(decoder_tokenizer, c, t, " ")[0] + ev._split_encode(decoder_tokenizer, c, t, " ")[1])
+    lens = [len(LS._split_encode(decoder_tokenizer, c, t, " ")[0] + LS._split_encode(decoder_tokenizer, c, t, " ")[1])
             for c, t in reqs]
     assert max(lens) > 3 * min(lens) and max(lens) > 8  # padding in a batch, and longer than the local window
-    sums, counts = ev.causal_scores(decoder, decoder_tokenizer, reqs, batch_size=5)
-    masked, _ = ev.causal_scores(decoder, decoder_tokenizer, reqs, batch_size=5, mask_padding=True)
+    sums, counts = LS.causal_scores(decoder, decoder_tokenizer, reqs, batch_size=5)
+    masked, _ = LS.causal_scores(decoder, decoder_tokenizer, reqs, batch_size=5, mask_padding=True)
     eager = disable_fast_attention(copy.deepcopy(decoder)).eval()  # HF's own attention, one sentence at a time
     for (c, t), s, m, n in zip(reqs, sums, masked, counts):
         ref, ref_n = _plain_causal(eager, decoder_tokenizer, c, t)
         assert n == ref_n
         assert s == pytest.approx(ref, abs=1e-4) and m == pytest.approx(ref, abs=1e-4)
     # batch size does not matter; a repeated request gets the same score
-    again, _ = ev.causal_scores(decoder, decoder_tokenizer, reqs + reqs[:2], batch_size=64)
+    again, _ = LS.causal_scores(decoder, decoder_tokenizer, reqs + reqs[:2], batch_size=64)
     np.testing.assert_allclose(again[: len(reqs)], sums, atol=1e-4)
     assert again[-2:].tolist() == again[:2].tolist()
 
 
 def test_causal_context_split_follows_lm_eval(decoder_tokenizer):
     tok = decoder_tokenizer
-    c, t = ev._split_encode(tok, "The cat sat on the mat.", "It was happy.", " ")
+    c, t = LS._split_encode(tok, "The cat sat on the mat.", "It was happy.", " ")
     assert t == tok(" It was happy.", add_special_tokens=False)["input_ids"]
     assert c + t == tok("The cat sat on the mat. It was happy.", add_special_tokens=False)["input_ids"]
-    assert ev._split_encode(tok, None, "It was happy.", " ")[0] == []
+    assert LS._split_encode(tok, None, "It was happy.", " ")[0] == []
     reqs = [("The cat sat on the mat.", "It was happy."), (None, "It was happy."), ("A dog ran.  ", "Then it slept.")]
-    assert ev._encode_all(tok, reqs, " ") == [ev._split_encode(tok, c, t, " ") for c, t in reqs]
+    assert LS._encode_all(tok, reqs, " ") == [LS._split_encode(tok, c, t, " ") for c, t in reqs]
 
 
 # ----------------------------------------------------------------------------------------------- masked LMs
 
 
 def _one_mask_loop(model, tok, ctx, text):
-    c, t = ev._split_encode(tok, ctx, text, " ")
+    c, t = LS._split_encode(tok, ctx, text, " ")
     ids = [tok.cls_token_id] + c + t + [tok.sep_token_id]
     total = 0.0
     for j in range(len(t)):
@@ -131,9 +131,9 @@ class Counting(torch.nn.Module):
 @pytest.mark.parametrize("reduction", ["sum", "mean"])
 def test_pll_matches_one_mask_loop(encoder, encoder_tokenizer, some_items, reduction):
     items = some_items
-    rows = ev.score_items(items, lambda r: ev.mlm_scores(encoder, encoder_tokenizer, r, max_tokens=4096),
+    rows = ev.score_items(items, lambda r: LS.mlm_scores(encoder, encoder_tokenizer, r, max_tokens=4096),
                          reduction=reduction)
-    generic = ev.score_items(items, lambda r: ev.mlm_scores(Counting(encoder), encoder_tokenizer, r, max_tokens=4096),
+    generic = ev.score_items(items, lambda r: LS.mlm_scores(Counting(encoder), encoder_tokenizer, r, max_tokens=4096),
                              reduction=reduction)
     lengths = set()
     for it, row, grow in zip(items, rows, generic):
@@ -149,21 +149,21 @@ def test_pll_matches_one_mask_loop(encoder, encoder_tokenizer, some_items, reduc
 
 def test_pll_token_cap_per_forward(encoder, encoder_tokenizer, some_items):
     reqs = _requests(some_items)
-    free, n_free = ev.mlm_scores(encoder, encoder_tokenizer, reqs, max_tokens=100_000)
+    free, n_free = LS.mlm_scores(encoder, encoder_tokenizer, reqs, max_tokens=100_000)
     for cap in (64, 97):
         counted = Counting(encoder)
-        capped, n_capped = ev.mlm_scores(counted, encoder_tokenizer, reqs, max_tokens=cap)
+        capped, n_capped = LS.mlm_scores(counted, encoder_tokenizer, reqs, max_tokens=cap)
         assert max(counted.tokens) <= cap
         assert len(counted.tokens) > 10
         np.testing.assert_allclose(capped, free, atol=1e-4)
         assert n_capped.tolist() == n_free.tolist()
     with pytest.raises(ValueError, match="max_tokens"):
-        ev.mlm_scores(encoder, encoder_tokenizer, reqs, max_tokens=8)
+        LS.mlm_scores(encoder, encoder_tokenizer, reqs, max_tokens=8)
 
 
 def test_mlm_batches_pack_all_copies_under_the_cap():
     lengths, n_masks = [5, 12, 7, 30, 3], [3, 10, 5, 28, 1]
-    batches = ev.mlm_batches(lengths, n_masks, 60)
+    batches = LS.mlm_batches(lengths, n_masks, 60)
     flat = [job for b in batches for job in b]
     assert sorted(flat) == sorted((i, k) for i in range(5) for k in range(n_masks[i]))
     for b in batches:
@@ -174,7 +174,7 @@ def test_mlm_batches_pack_all_copies_under_the_cap():
 
 
 def _items(n, task="blimp", paradigm="p"):
-    return [ev.Item(task, paradigm, "X", str(i), f"good {i}", f"bad {i}") for i in range(n)]
+    return [MP.Item(task, paradigm, "X", str(i), f"good {i}", f"bad {i}") for i in range(n)]
 
 
 def test_ties_counted_and_broken_by_seed():
@@ -245,8 +245,8 @@ def test_summarise_hand_made_rows():
 
 
 @pytest.fixture(scope="module")
-def all_items() -> dict[str, list[ev.Item]]:
-    return {t: ev.load_task(t) for t in ev.TASKS}
+def all_items() -> dict[str, list[MP.Item]]:
+    return {t: MP.load_task(t) for t in MP.TASKS}
 
 
 def test_loaders_read_the_bundled_files(all_items):
@@ -255,11 +255,11 @@ def test_loaders_read_the_bundled_files(all_items):
     counts = {t: (len({i.paradigm for i in v}), len(v)) for t, v in all_items.items()}
     assert counts == {"blimp": (67, 59_875), "supplement": (5, 5_218), "ewok": (11, 7_618)}
     blimp = all_items["blimp"]
-    assert {i.phenomenon for i in blimp} == set(ev.BLIMP_PHENOMENA.values()) and len(set(ev.BLIMP_PHENOMENA.values())) == 12
+    assert {i.phenomenon for i in blimp} == set(MP.BLIMP_PHENOMENA.values()) and len(set(MP.BLIMP_PHENOMENA.values())) == 12
     first = next(i for i in blimp if i.paradigm == "adjunct_island")
     assert (first.good, first.bad, first.pair_id) == ("Who should Derek hug after shocking Richard?",
                                                      "Who should Derek hug Richard after shocking?", "0")
-    assert {i.phenomenon for i in all_items["supplement"]} == set(ev.SUPPLEMENT_NAMES.values())
+    assert {i.phenomenon for i in all_items["supplement"]} == set(MP.SUPPLEMENT_NAMES.values())
     ewok = all_items["ewok"]
     assert all(i.context for i in ewok) and "agent properties" in {i.phenomenon for i in ewok}
     assert sum(f.startswith("data/babylm_eval/") for f in loaded_files()) >= 67 + 5 + 11
@@ -269,11 +269,11 @@ def test_loaders_read_the_bundled_files(all_items):
 
 
 def test_full_blimp_and_subsampling():
-    full = ev.load_blimp("full")
+    full = MP.load_blimp("full")
     assert len(full) == 67_000 and len({i.paradigm for i in full}) == 67
-    a = ev.load_task("ewok", limit_per_task=7, seed=5)
-    b = ev.load_task("ewok", limit_per_task=7, seed=5)
-    c = ev.load_task("ewok", limit_per_task=7, seed=6)
+    a = MP.load_task("ewok", limit_per_task=7, seed=5)
+    b = MP.load_task("ewok", limit_per_task=7, seed=5)
+    c = MP.load_task("ewok", limit_per_task=7, seed=6)
     assert a == b and a != c and len(a) == 77
     assert max(pd.Series([i.paradigm for i in a]).value_counts()) == 7
     # a sample keeps the file order
@@ -385,15 +385,15 @@ def test_paper_reference_tables():
     assert (nuc5["total_words"], nuc5["glue"], nuc5["average"]) == ("33M", 69.4, 64.4)
     t4 = t["table4_blimp_phenomena_100m.csv"].set_index("phenomenon")
     assert len(t4) == 13 and t4.loc["Ellipsis", "tiny_100m"] == 38.8 and t4.loc["Accuracy", "ltg_bert_baseline"] == 69.2
-    assert set(t4.index[:-1]) == set(ev.BLIMP_PHENOMENA.values())
+    assert set(t4.index[:-1]) == set(MP.BLIMP_PHENOMENA.values())
     # the baseline's "Accuracy" is the per-paradigm mean, not the mean of its phenomenon rows
     assert t4["ltg_bert_baseline"].iloc[:-1].mean() == pytest.approx(66.69, abs=0.01)
     t5 = t["table5_ewok_domains_100m.csv"].set_index("domain")
     assert len(t5) == 12 and t5.loc["physical dynamics", "ltg_bert_baseline"] == 41.7
-    assert set(t5.index[:-1]) == {ev.ewok_domain_name(p.name.split(".")[0]) for p in ev.task_files("ewok")}
+    assert set(t5.index[:-1]) == {MP.ewok_domain_name(p.name.split(".")[0]) for p in MP.task_files("ewok")}
     t6 = t["table6_supplement_100m.csv"].set_index("task")
     assert t6.loc["Subject-Auxiliary Inversion", "ltg_bert_baseline"] == 87.5
-    assert set(t6.index[:-1]) == set(ev.SUPPLEMENT_NAMES.values())
+    assert set(t6.index[:-1]) == set(MP.SUPPLEMENT_NAMES.values())
     assert t6["ltg_bert_baseline"].iloc[:-1].mean() == pytest.approx(t6.loc["Average", "ltg_bert_baseline"], abs=0.05)
     t7 = t["table7_glue_100m.csv"].iloc[0]
     assert (t7["cola"], t7["wsc"]) == (44.1, 62.0)

@@ -1,5 +1,6 @@
-"""One concept per helpers module (issue #18): the names that left ``judge.py``, ``story_eval.py`` and ``diversity.py``
-each have one home, are importable from it, and are defined in no other helpers module (no re-export shims)."""
+"""One concept per helpers module (issue #18): the names that left ``judge.py``, ``story_eval.py``, ``diversity.py``
+and ``evaluation.py`` each have one home, are importable from it, and are defined in no other helpers module (no
+re-export shims)."""
 from __future__ import annotations
 
 import ast
@@ -34,9 +35,19 @@ HOMES = {
     "memorisation": ["max_rouge2_train", "NAME", "corpus_names", "mask_names", "template_matches"],
     "continuation_health": ["repeated_run", "continuation_health"],
     "stats": ["bootstrap_mean_interval", "wilson_interval"],
+    # evaluation.py kept pairs -> rows, summaries, the top level and the paper comparison; minimal_pairs.TASKS and
+    # TASK_NAMES are not listed because finetune has its own (the GLUE tasks), another concept with the same names
+    "minimal_pairs": ["DATA_DIRS", "BLIMP_PHENOMENA", "SUPPLEMENT_NAMES", "ewok_domain_name", "Item", "load_blimp",
+                      "load_supplement", "load_ewok", "MinimalPairTask", "TASK_REGISTRY", "load_task", "task_files"],
+    "lm_scoring": ["causal_scores", "mlm_batches", "mlm_scores"],
+    "evaluation": ["SCORING_VERSION", "tie_coin", "Scorer", "score_items", "BOOTSTRAP_SAMPLES", "paradigm_mean_interval",
+                   "summarise", "EvalSettings", "EvalResult", "chance_verdict", "interval_table", "average_note",
+                   "model_digest", "tokenizer_digest", "make_scorer", "evaluate_model", "PAPER_BENCHMARKS",
+                   "paper_authors_row", "paper_ewok_has_context", "compare_with_paper"],
 }
 SPLIT = ["judge", "judge_client", "judge_local", "judge_runs", "folding", "story_eval", "instruct",
-         "self_bleu", "rouge", "ngram_index", "memorisation", "continuation_health", "stats"]
+         "self_bleu", "rouge", "ngram_index", "memorisation", "continuation_health", "stats", "minimal_pairs",
+         "lm_scoring", "evaluation"]
 #: (name, module): the same name for another concept — ``findings.<topic>`` writes the sentences about a topic's table
 UNRELATED = {("self_bleu", "findings"), ("continuation_health", "findings")}
 

@@ -35,6 +35,7 @@ import numpy as np
 import torch
 
 from .data import EOT, PackedBlocks, pack_blocks
+from .lm_scoring import causal_scores
 from .stats import wilson_interval
 from .training import lm_loss
 
@@ -291,8 +292,6 @@ def order_preference(model, tokenizer, stories: Sequence[str], seed: int = 0, ba
     version. With ``max_tokens`` each story is first cut to
     its longest prefix of whole sentences that fits (so neither version is truncated by the model's context);
     stories left with fewer than two distinct sentences are skipped. Ties (identical scores) count half."""
-    from .evaluation import causal_scores
-
     if max_tokens is not None:
         stories = [sentence_prefix(s, tokenizer, max_tokens) for s in stories]
     rng = random.Random(seed)

@@ -1,32 +1,14 @@
 """Zero-shot minimal-pair evaluation (``docs/methods.md#minimal-pairs``): BLiMP, the BLiMP supplement and EWoK.
 
-Data (bundled, checksum-verified through :func:`helpers.data.read_text`):
-
-* BLiMP, BabyLM vocabulary-filtered: ``data/babylm_eval/blimp_filtered/*.jsonl.gz`` (67 paradigms, 59,875 pairs;
-  fields ``sentence_good``/``sentence_bad``/``field``/``linguistics_term``/``UID``/``pair_id``); the full BLiMP
-  (``data/blimp/data``, 67,000 pairs, ``pairID``) with ``blimp_version="full"``.
-* The supplement: ``data/babylm_eval/supplement_filtered/*.jsonl.gz`` (5 tasks, 5,218 pairs). Only
-  ``sentence_good``/``sentence_bad`` are common to the five files (the rest are per-task metadata: ``row``,
-  ``contrast``, ``fragment``, ``pair_ID``, ``template``, ``quad``, ...), so the pair id is the line number.
-* EWoK, BabyLM-filtered: ``data/babylm_eval/ewok_filtered/*.jsonl.gz`` (11 domains = files, 7,618 items; fields
-  ``Context1``/``Context2``/``Target1``/``Target2`` + metadata); pair id = line number.
+The items come from :mod:`helpers.minimal_pairs` (its task registry), the scores from :mod:`helpers.lm_scoring`;
+this module turns scored pairs into per-item rows, summarises them with intervals, runs and caches it all
+(:func:`evaluate_model`) and sets our numbers beside the paper's.
 
 **Scores.** Every item is a pair (good, bad) of continuations, each with an optional context; the item is right
 when ``score(good) > score(bad)``. Exact ties are broken by a seeded coin per item (a hash of seed, task, paradigm
 and pair id, so the outcome does not depend on which other items are scored) and counted (``tie`` column).
-
-* Causal LMs (:func:`causal_scores`): the sum of token log-probabilities of the continuation given
-  ``<|endoftext|>`` + context. The continuation is ``delimiter + text`` with ``delimiter = " "`` as in the
-  BabyLM 2024 pipeline (an lm-eval-harness fork whose ``multiple_choice`` requests are ``(context,
-  target_delimiter + choice)`` with the default ``target_delimiter = " "``). With a context the split is
-  lm-eval's: ``tok(context + " " + text)`` minus the first ``len(tok(context))`` tokens. Departure: lm-eval uses the
-  end-of-text token only when the context is empty; we always put it first (our decoders saw every story after
-  ``<|endoftext|>``). It only conditions; it is never scored.
-* Masked LMs (:func:`mlm_scores`): pseudo-log-likelihood (Salazar et al. 2020): ``[CLS] context text [SEP]``, each
-  token of ``text`` masked in turn with everything else visible, [CLS]/[SEP] (and the context) never masked;
-  ``reduction="sum"`` (the BabyLM 2023 pipeline, and the ``hf-mlm`` code of the 2024 lm-eval fork we could read:
-  ``float(s.sum())`` of log2 probabilities, the same ranking as nats) or ``"mean"`` over the scored tokens (the
-  per-token PLL we understand the 2024 pipeline to use). Always say which one a table used.
+Decoders are scored with the summed log-probability, encoders with the pseudo-log-likelihood, summed or averaged
+over the scored tokens (``reduction``; see :mod:`helpers.lm_scoring`).
 
 **EWoK protocol.** The 2024 pipeline's template (``lm_eval/tasks/ewok_filtered/_template_yaml``) is
 ``doc_to_text: "{{Context1}}"``, ``doc_to_choice: [Target1, Target2]``, ``doc_to_target: 0``: an item is right when
@@ -39,10 +21,6 @@ context, and with the swapped twins any context-free score is right on exactly o
 by construction on these files (a test checks it). The LTG-BERT baselines' EWoK of 48.9 / 51.9 in the paper's
 Tables 2–3, printed beside "/63.0" and "/65.6" (in line with the authors' own encoders), look like this effect; that
 is our reading, the paper does not explain the two values. ``ewok_context=False`` gives the context-free variant.
-
-**Data quirks** (kept as they are): 7 filtered BLiMP pairs have identical good and bad sentences (passive_1 ×2,
-principle_A_case_2 ×5), so every model ties on them; in EWoK physical-relations, 10 (context, target) strings are
-the right answer of one item and the wrong one of another, so no scorer of (context, target) alone reaches 100 %.
 
 **Averages.** The 2024 task groups aggregate their subtasks with ``weight_by_size: false``: the BLiMP score is the
 unweighted mean over the 67 paradigms (not over pairs, not over phenomena), the supplement the mean over its 5
@@ -59,457 +37,22 @@ from __future__ import annotations
 
 import hashlib
 import json
-import zlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal, Mapping, Sequence
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
-from .data import DataError, read_jsonl_rows, resolve
-from .decoder import context_length
+from .artifacts import fingerprint, read_jsonl, run_step, sha256_file, write_jsonl
+from .lm_scoring import Request, _bar, causal_scores, mlm_scores
+from .minimal_pairs import TASK_NAMES, TASKS, Item, load_task, task_files
 from .stats import percentile_interval
 
 if TYPE_CHECKING:  # annotations only (pandas is imported where it is used)
     import pandas as pd
 
-TASKS = ("blimp", "supplement", "ewok")
 SCORING_VERSION = "minimal-pairs-v1"  # part of every cache fingerprint: bump when scores would change
-
-DATA_DIRS = {
-    "blimp": "babylm_eval/blimp_filtered",
-    "blimp_full": "blimp/data",
-    "supplement": "babylm_eval/supplement_filtered",
-    "ewok": "babylm_eval/ewok_filtered",
-}
-
-# BLiMP linguistics_term -> the phenomenon rows of the BERTtime paper's Table 4 (the BLiMP paper's 12 phenomena)
-BLIMP_PHENOMENA: dict[str, str] = {
-    "anaphor_agreement": "Anaphor Agreement",
-    "argument_structure": "Argument Structure",
-    "s-selection": "Argument Structure",
-    "binding": "Binding",
-    "control_raising": "Control/Raising",
-    "determiner_noun_agreement": "Determiner-Noun-Agr.",
-    "ellipsis": "Ellipsis",
-    "filler_gap_dependency": "Filler Gap",
-    "irregular_forms": "Irregular Forms",
-    "island_effects": "Island Effects",
-    "npi_licensing": "NPI Licensing",
-    "quantifiers": "Quantifiers",
-    "subject_verb_agreement": "Subject-verb Agr.",
-}
-# supplement file -> Table 6 row
-SUPPLEMENT_NAMES: dict[str, str] = {
-    "hypernym": "Hypernym",
-    "qa_congruence_easy": "Question-Ans. Congr. (easy)",
-    "qa_congruence_tricky": "Question-Ans. Congr. (tricky)",
-    "subject_aux_inversion": "Subject-Auxiliary Inversion",
-    "turn_taking": "Turn-taking",
-}
-TASK_NAMES = {"blimp": "BLiMP", "supplement": "Supp.", "ewok": "EWoK"}
-
-
-def ewok_domain_name(stem: str) -> str:
-    """``agent-properties`` -> ``agent properties`` (the row names of Table 5)."""
-    return stem.replace("-", " ")
-
-
-# ============================================================================================ items and loaders
-
-
-@dataclass(frozen=True)
-class Item:
-    """One minimal pair. ``good``/``bad`` are the continuations compared; ``context`` (EWoK) conditions both."""
-
-    task: str  # blimp | supplement | ewok
-    paradigm: str  # BLiMP UID, supplement file, EWoK domain (file)
-    phenomenon: str  # Table 4 phenomenon, Table 6 task name, Table 5 domain name
-    pair_id: str
-    good: str
-    bad: str
-    context: str | None = None
-    term: str = ""  # BLiMP linguistics_term as in the data (empty elsewhere)
-
-
-def _jsonl_rows(path: Path) -> list[dict]:
-    return read_jsonl_rows(path)
-
-
-def _files(sub: str) -> list[Path]:
-    folder = resolve(sub)
-    files = sorted(folder.glob("*.jsonl.gz")) or sorted(folder.glob("*.jsonl"))
-    if not files:
-        raise DataError(f"no *.jsonl(.gz) files in {folder}")
-    return files
-
-
-def _stem(p: Path) -> str:
-    return p.name.split(".jsonl")[0]
-
-
-def _need(row: dict, keys: Sequence[str], where: str) -> None:
-    missing = [k for k in keys if k not in row]
-    if missing:
-        raise DataError(f"{where}: missing field(s) {missing}; found {sorted(row)}")
-
-
-def _subsample(items: list[Item], limit: int | None, seed: int, key: str) -> list[Item]:
-    """At most ``limit`` items, a seeded sample that keeps the file order (per paradigm / file)."""
-    if limit is None or len(items) <= limit:
-        return items
-    rng = np.random.default_rng([seed, zlib.crc32(key.encode())])
-    keep = np.sort(rng.choice(len(items), size=int(limit), replace=False))
-    return [items[i] for i in keep]
-
-
-def load_blimp(version: Literal["filtered", "full"] = "filtered", limit_per_task: int | None = None,
-               seed: int = 0) -> list[Item]:
-    """BLiMP pairs, one paradigm per file. ``version="filtered"``: the BabyLM vocabulary-filtered set (59,875 pairs);
-    ``"full"``: the original 67 × 1,000."""
-    if version not in ("filtered", "full"):
-        raise ValueError(f"BLiMP version must be 'filtered' or 'full', not {version!r}")
-    sub = DATA_DIRS["blimp" if version == "filtered" else "blimp_full"]
-    id_key = "pair_id" if version == "filtered" else "pairID"
-    out: list[Item] = []
-    for f in _files(sub):
-        items = []
-        for i, r in enumerate(_jsonl_rows(f)):
-            _need(r, ("sentence_good", "sentence_bad", "linguistics_term", "UID"), f"{f.name} line {i + 1}")
-            term = r["linguistics_term"]
-            if term not in BLIMP_PHENOMENA:
-                raise DataError(f"{f.name}: unknown BLiMP linguistics_term {term!r}")
-            items.append(Item("blimp", r["UID"], BLIMP_PHENOMENA[term], str(r.get(id_key, i)),
-                              r["sentence_good"], r["sentence_bad"], None, term))
-        out += _subsample(items, limit_per_task, seed, f"blimp/{_stem(f)}")
-    return out
-
-
-def load_supplement(limit_per_task: int | None = None, seed: int = 0) -> list[Item]:
-    """The BLiMP supplement (5 tasks). Pair id = line number in the file."""
-    out: list[Item] = []
-    for f in _files(DATA_DIRS["supplement"]):
-        name = _stem(f)
-        items = []
-        for i, r in enumerate(_jsonl_rows(f)):
-            _need(r, ("sentence_good", "sentence_bad"), f"{f.name} line {i + 1}")
-            items.append(Item("supplement", name, SUPPLEMENT_NAMES.get(name, name), str(i),
-                              r["sentence_good"], r["sentence_bad"]))
-        out += _subsample(items, limit_per_task, seed, f"supplement/{name}")
-    return out
-
-
-def load_ewok(limit_per_task: int | None = None, seed: int = 0) -> list[Item]:
-    """EWoK (11 domains, one file each): good = Target1, bad = Target2, context = Context1 (the 2024 template).
-    Pair id = line number in the file."""
-    out: list[Item] = []
-    for f in _files(DATA_DIRS["ewok"]):
-        name = _stem(f)
-        items = []
-        for i, r in enumerate(_jsonl_rows(f)):
-            _need(r, ("Context1", "Target1", "Target2"), f"{f.name} line {i + 1}")
-            items.append(Item("ewok", name, ewok_domain_name(name), str(i), r["Target1"], r["Target2"],
-                              r["Context1"]))
-        out += _subsample(items, limit_per_task, seed, f"ewok/{name}")
-    return out
-
-
-def load_task(task: str, limit_per_task: int | None = None, seed: int = 0,
-              blimp_version: Literal["filtered", "full"] = "filtered") -> list[Item]:
-    if task == "blimp":
-        return load_blimp(blimp_version, limit_per_task, seed)
-    if task == "supplement":
-        return load_supplement(limit_per_task, seed)
-    if task == "ewok":
-        return load_ewok(limit_per_task, seed)
-    raise ValueError(f"unknown task {task!r}; choose from {TASKS}")
-
-
-def task_files(task: str, blimp_version: str = "filtered") -> list[Path]:
-    sub = DATA_DIRS["blimp_full"] if task == "blimp" and blimp_version == "full" else DATA_DIRS[task]
-    return _files(sub)
-
-
-# ============================================================================================ encoding
-
-
-def _split_encode(tokenizer, context: str | None, text: str, delimiter: str) -> tuple[list[int], list[int]]:
-    """(context ids, continuation ids) without special tokens, split as lm-eval does: the continuation is what
-    ``tok(context + delimiter + text)`` adds after ``tok(context)``."""
-    cont = delimiter + text
-    if not context:
-        return [], tokenizer(cont, add_special_tokens=False)["input_ids"]
-    n_sp = len(context) - len(context.rstrip())
-    if n_sp:  # lm-eval moves trailing spaces of the context onto the continuation
-        context, cont = context[:-n_sp], context[-n_sp:] + cont
-    whole = tokenizer(context + cont, add_special_tokens=False)["input_ids"]
-    ctx = tokenizer(context, add_special_tokens=False)["input_ids"]
-    return whole[: len(ctx)], whole[len(ctx):]
-
-
-def _encode_all(tokenizer, requests: Sequence["Request"], delimiter: str) -> list[tuple[list[int], list[int]]]:
-    """:func:`_split_encode` for many requests, with one batched tokenizer call per kind of input."""
-    out: list = [None] * len(requests)
-    free = [i for i, (c, _) in enumerate(requests) if not c]
-    if free:
-        ids = tokenizer([delimiter + requests[i][1] for i in free], add_special_tokens=False)["input_ids"]
-        for i, t in zip(free, ids):
-            out[i] = ([], t)
-    ctx = [i for i, (c, _) in enumerate(requests) if c]
-    if ctx:
-        pairs = []
-        for i in ctx:
-            c, t = requests[i]
-            cont = delimiter + t
-            n_sp = len(c) - len(c.rstrip())
-            if n_sp:
-                c, cont = c[:-n_sp], c[-n_sp:] + cont
-            pairs.append((c, cont))
-        whole = tokenizer([c + t for c, t in pairs], add_special_tokens=False)["input_ids"]
-        head = tokenizer([c for c, _ in pairs], add_special_tokens=False)["input_ids"]
-        for i, w, h in zip(ctx, whole, head):
-            out[i] = (w[: len(h)], w[len(h):])
-    return out
-
-
-Request = tuple  # (context or None, text)
-
-
-def _unique(requests: Sequence[Request]) -> tuple[list[Request], np.ndarray]:
-    index: dict[Request, int] = {}
-    inv = np.empty(len(requests), dtype=np.int64)
-    for i, r in enumerate(requests):
-        inv[i] = index.setdefault(r, len(index))
-    return list(index), inv
-
-
-def _bar(total: int, desc: str, progress: bool | Any):
-    if progress is False or progress is None:
-        return None
-    if progress is not True:  # a bar handed in by the caller
-        return progress
-    from .progress import progress as progress_bar
-
-    return progress_bar(total=total, desc=desc, unit="seq")
-
-
-# ============================================================================================ causal LMs
-
-
-@torch.inference_mode()
-def causal_scores(
-    model,
-    tokenizer,
-    requests: Sequence[Request],
-    *,
-    batch_size: int = 64,
-    delimiter: str = " ",
-    eot_id: int | None = None,
-    mask_padding: bool = False,
-    progress: bool | Any = False,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Sum of log-probabilities (nats) of each continuation and its token count.
-
-    ``requests`` are ``(context, text)`` pairs (``context`` may be ``None``). The model reads
-    ``<|endoftext|> context`` and scores ``delimiter + text``. Sequences are sorted by length (longest first) and
-    run ``batch_size`` at a time, right-padded; the output projection runs only at the scored positions. Too long
-    inputs are cut on the left (the context loses its start), as lm-eval does.
-
-    Padding: rows are padded on the right, so in a causal model no real position ever attends to a pad (pads come
-    after it) and positions count from 0 in every row: the attention mask changes nothing at the real positions.
-    By default it is therefore not passed, which lets our GPT-Neo use SDPA's causal kernel (~25 % faster than the
-    masked path here); ``mask_padding=True`` passes it anyway (for models where padding is not causal-safe). Both
-    are tested against one-sentence forwards."""
-    if batch_size < 1:
-        raise ValueError("batch_size must be >= 1")
-    uniq, inv = _unique([(c or None, t) for c, t in requests])
-    eot = eot_id if eot_id is not None else (tokenizer.eos_token_id if tokenizer.eos_token_id is not None
-                                             else tokenizer.bos_token_id)
-    if eot is None:
-        raise ValueError("the tokenizer has no end-of-text token; pass eot_id")
-    max_len = context_length(model)
-    seqs, starts = [], []  # full token sequences; index of the first scored token in each
-    for (ctx, text), (c_ids, t_ids) in zip(uniq, _encode_all(tokenizer, uniq, delimiter)):
-        if not t_ids:
-            raise ValueError(f"continuation {text!r} encodes to no tokens")
-        full = [eot] + c_ids + t_ids
-        if max_len is not None and len(full) > max_len + 1:
-            if len(t_ids) > max_len:
-                raise ValueError(f"continuation of {len(t_ids)} tokens does not fit the model's context {max_len}")
-            full = full[-(max_len + 1):]
-        seqs.append(full)
-        starts.append(len(full) - len(t_ids))
-    # inputs are full[:-1]; the logits at input position j predict full[j + 1]
-    was_training = model.training
-    model.eval()
-    device = next(model.parameters()).device
-    sums = np.zeros(len(uniq), dtype=np.float64)
-    counts = np.array([len(s) - st for s, st in zip(seqs, starts)], dtype=np.int64)
-    weight = np.bincount(inv, minlength=len(uniq))  # requests served by each unique sequence
-    order = sorted(range(len(seqs)), key=lambda i: -len(seqs[i]))
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eot
-    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    base = getattr(model, "base_model", None)
-    split_head = head is not None and base is not None and base is not model
-    bar = _bar(len(requests), "score (causal)", progress)
-    try:
-        for b in range(0, len(order), batch_size):
-            idx = order[b: b + batch_size]
-            T = len(seqs[idx[0]]) - 1
-            ids = torch.full((len(idx), T), pad, dtype=torch.long)
-            tgt = torch.zeros((len(idx), T), dtype=torch.long)
-            att = torch.zeros((len(idx), T), dtype=torch.long)
-            scored = torch.zeros((len(idx), T), dtype=torch.bool)
-            for r, i in enumerate(idx):
-                full = seqs[i]
-                n = len(full) - 1
-                ids[r, :n] = torch.tensor(full[:-1])
-                tgt[r, :n] = torch.tensor(full[1:])
-                att[r, :n] = 1
-                scored[r, starts[i] - 1:n] = True
-            ids, att, scored, tgt = ids.to(device), att.to(device), scored.to(device), tgt.to(device)
-            mask = att if mask_padding else None
-            if split_head:
-                hidden = base(input_ids=ids, attention_mask=mask).last_hidden_state
-                logits = head(hidden[scored])
-            else:
-                logits = model(input_ids=ids, attention_mask=mask).logits[scored]
-            lp = F.log_softmax(logits.float(), dim=-1).gather(-1, tgt[scored].unsqueeze(-1)).squeeze(-1)
-            rows = torch.arange(len(idx), device=device).unsqueeze(1).expand(-1, T)[scored]
-            per_row = torch.zeros(len(idx), dtype=torch.float64, device=device).index_add_(0, rows, lp.double())
-            sums[idx] = per_row.cpu().numpy()
-            if bar is not None:
-                bar.update(int(weight[idx].sum()))
-    finally:
-        if bar is not None and progress is True:
-            bar.close()
-        model.train(was_training)
-    return sums[inv], counts[inv]
-
-
-# ============================================================================================ masked LMs
-
-
-@dataclass
-class _MlmPlan:
-    seqs: list[list[int]]  # [CLS] context text [SEP]
-    positions: list[list[int]]  # positions to mask (the text's tokens)
-
-
-def _mlm_plan(tokenizer, uniq: Sequence[Request], delimiter: str) -> _MlmPlan:
-    cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
-    if cls is None or sep is None or tokenizer.mask_token_id is None:
-        raise ValueError("a masked-LM tokenizer needs [CLS], [SEP] and [MASK] tokens")
-    seqs, positions = [], []
-    for (ctx, text), (c_ids, t_ids) in zip(uniq, _encode_all(tokenizer, uniq, delimiter)):
-        if not t_ids:
-            raise ValueError(f"text {text!r} encodes to no tokens")
-        seqs.append([cls] + c_ids + t_ids + [sep])
-        positions.append(list(range(1 + len(c_ids), 1 + len(c_ids) + len(t_ids))))
-    return _MlmPlan(seqs, positions)
-
-
-def mlm_batches(lengths: Sequence[int], n_masks: Sequence[int], max_tokens: int,
-                fill: float = 0.5) -> list[list[tuple[int, int]]]:
-    """Pack the masked copies of many sequences into forward batches of at most ``max_tokens`` padded tokens.
-
-    Sequences are taken longest first; a batch is a list of ``(sequence, k)`` (the k-th masked copy of that
-    sequence), padded to the length of its first (longest) sequence, so ``len(batch) * that length <=
-    max_tokens``. A shorter sequence opens a new batch when the current one is at least ``fill`` full, so most
-    batches hold a single length (no padding, no attention mask) and few are small."""
-    if lengths and max(lengths) > max_tokens:
-        raise ValueError(f"a sequence of {max(lengths)} tokens exceeds max_tokens={max_tokens}; raise max_tokens")
-    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-    batches, cur, cur_len = [], [], 0
-    for i in order:
-        for k in range(n_masks[i]):
-            full = (len(cur) + 1) * cur_len > max_tokens
-            if cur and (full or (lengths[i] != cur_len and len(cur) * cur_len >= fill * max_tokens)):
-                batches.append(cur)
-                cur = []
-            if not cur:
-                cur_len = lengths[i]
-            cur.append((i, k))
-    if cur:
-        batches.append(cur)
-    return batches
-
-
-def _supports_masked_only(model) -> bool:
-    return bool(getattr(model, "supports_masked_only", False))
-
-
-@torch.inference_mode()
-def mlm_scores(
-    model,
-    tokenizer,
-    requests: Sequence[Request],
-    *,
-    max_tokens: int = 2048,
-    delimiter: str = " ",
-    progress: bool | Any = False,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Pseudo-log-likelihood (sum of log-probabilities in nats, each text token masked in turn) and the number of
-    masked tokens, per ``(context, text)`` request. Divide by the count for the per-token mean.
-
-    The masked copies of all sentences are packed into forwards of at most ``max_tokens`` padded tokens
-    (``rows × padded length``; :func:`mlm_batches`), longest first, right-padded with an attention mask. Models
-    with ``supports_masked_only`` (our :class:`~helpers.ltg_bert.LtgBertForMaskedLM`) run the MLM head at the masked
-    positions only; others return full logits, which ``max_tokens`` also bounds (``max_tokens × vocab`` floats).
-    The default 2,048 was the fastest on CPU for the cpu-preset encoder (1,024 … 4,096 within noise, 8,192 ~15 %
-    slower: a forward's activations stay in cache; ``benchmarks/scoring.py``)."""
-    uniq, inv = _unique([(c or None, t) for c, t in requests])
-    plan = _mlm_plan(tokenizer, uniq, delimiter)
-    lengths = [len(s) for s in plan.seqs]
-    n_masks = [len(p) for p in plan.positions]
-    batches = mlm_batches(lengths, n_masks, max_tokens)
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    mask_id = tokenizer.mask_token_id
-    was_training = model.training
-    model.eval()
-    device = next(model.parameters()).device
-    masked_only = _supports_masked_only(model)
-    # all sequences as one padded matrix (longest first); a batch gathers rows from it
-    T_all = max(lengths) if lengths else 0
-    base = torch.full((len(plan.seqs), T_all), pad, dtype=torch.long)
-    for i, s in enumerate(plan.seqs):
-        base[i, : len(s)] = torch.tensor(s)
-    lens_t = torch.tensor(lengths, dtype=torch.long)
-    sums = torch.zeros(len(plan.seqs), dtype=torch.float64)
-    done = np.zeros(len(plan.seqs), dtype=np.int64)
-    weight = np.bincount(inv, minlength=len(uniq))  # requests served by each unique sequence
-    bar = _bar(len(requests), f"score (PLL, ≤{max_tokens} tok/forward)", progress)
-    try:
-        for batch in batches:
-            seq = torch.tensor([i for i, _ in batch], dtype=torch.long)
-            pos = torch.tensor([plan.positions[i][k] for i, k in batch], dtype=torch.long)
-            T = int(lens_t[seq].max())
-            ids = base[seq, :T].clone()
-            target = ids[torch.arange(len(batch)), pos].clone()
-            ids[torch.arange(len(batch)), pos] = mask_id
-            att = (torch.arange(T).unsqueeze(0) < lens_t[seq].unsqueeze(1)).long()
-            ids, att = ids.to(device), att.to(device)
-            if masked_only:
-                labels = torch.full_like(ids, -100)
-                labels[torch.arange(len(batch)), pos] = target.to(device)
-                logits = model(input_ids=ids, attention_mask=att, labels=labels, masked_only=True).logits
-            else:
-                logits = model(input_ids=ids, attention_mask=att).logits[torch.arange(len(batch)), pos.to(device)]
-            lp = F.log_softmax(logits.float(), dim=-1).gather(-1, target.to(device).unsqueeze(-1)).squeeze(-1)
-            sums.index_add_(0, seq, lp.double().cpu())
-            if bar is not None:
-                for i, _ in batch:
-                    done[i] += 1
-                    if done[i] == n_masks[i]:
-                        bar.update(int(weight[i]))
-    finally:
-        if bar is not None and progress is True:
-            bar.close()
-        model.train(was_training)
-    counts = np.array(n_masks, dtype=np.int64)
-    return sums.numpy()[inv], counts[inv]
 
 
 # ============================================================================================ pairs -> rows
@@ -778,8 +321,6 @@ def evaluate_model(
     anything but ``None``/``"sum"`` is refused for ``kind="causal"``. With ``out_dir`` the per-item rows of each
     task are cached in ``out_dir/<task>.jsonl`` (skipped when the weights, tokenizer, settings and data files are
     unchanged). ``limit_per_task`` takes a seeded sample of at most that many pairs per paradigm / file."""
-    from .artifacts import fingerprint, read_jsonl, run_step, sha256_file, write_jsonl
-
     if kind not in ("causal", "mlm"):
         raise ValueError(f"kind must be 'causal' or 'mlm', not {kind!r}")
     if kind == "causal" and reduction not in (None, "sum"):

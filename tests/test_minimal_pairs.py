@@ -1,0 +1,73 @@
+"""The minimal-pair task registry (helpers.minimal_pairs): a task registered with a loader and a data folder is
+loadable through ``load_task`` and ``task_files``, and an unknown task is refused with the names of the known ones."""
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from helpers import minimal_pairs as MP
+
+# two files shaped like the supplement's: one task per file, sentence_good / sentence_bad plus per-task metadata
+TOY = {
+    "colour_words": [("The sky is blue.", "The sky is loud."), ("Grass is green.", "Grass is tall green the.")],
+    "plural_nouns": [("Two cats sat.", "Two cat sat."), ("Three dogs ran.", "Three dog ran."),
+                     ("Many birds sang.", "Many bird sang.")],
+}
+
+
+def _write_toy(folder):
+    folder.mkdir()
+    for name, pairs in TOY.items():
+        lines = [json.dumps({"sentence_good": g, "sentence_bad": b, "row": i, "template": name})
+                 for i, (g, b) in enumerate(pairs)]
+        with gzip.open(folder / f"{name}.jsonl.gz", "wt", encoding="utf-8") as f:
+            f.write("\n".join(lines) + "\n")
+
+
+def test_registered_toy_task_loads_through_the_registry(tmp_path, monkeypatch):
+    folder = tmp_path / "toy_filtered"
+    _write_toy(folder)
+    calls = []
+
+    def load_toy(limit_per_task, seed, blimp_version):
+        calls.append((limit_per_task, seed, blimp_version))
+        items = []
+        for f in MP.task_files("toy"):
+            name = f.name.split(".jsonl")[0]
+            with gzip.open(f, "rt", encoding="utf-8") as fh:
+                rows = [json.loads(line) for line in fh if line.strip()]
+            items += [MP.Item("toy", name, name.replace("_", " "), str(i), r["sentence_good"], r["sentence_bad"])
+                      for i, r in enumerate(rows)]
+        return items
+
+    monkeypatch.setitem(MP.TASK_REGISTRY, "toy", MP.MinimalPairTask("Toy", load_toy, lambda version: str(folder)))
+    assert [f.name for f in MP.task_files("toy")] == ["colour_words.jsonl.gz", "plural_nouns.jsonl.gz"]
+    items = MP.load_task("toy", limit_per_task=5, seed=3)
+    assert calls == [(5, 3, "filtered")]  # load_task hands its arguments to the registered loader
+    assert len(items) == 5 and {i.task for i in items} == {"toy"}
+    assert [(i.paradigm, i.pair_id) for i in items[:3]] == [("colour_words", "0"), ("colour_words", "1"),
+                                                           ("plural_nouns", "0")]
+    assert (items[2].good, items[2].bad, items[2].context) == ("Two cats sat.", "Two cat sat.", None)
+    # the bundled tasks are untouched by the registration
+    assert MP.TASKS == ("blimp", "supplement", "ewok") and list(MP.TASK_REGISTRY)[:3] == list(MP.TASKS)
+    assert MP.TASK_NAMES == {"blimp": "BLiMP", "supplement": "Supp.", "ewok": "EWoK"}
+
+
+def test_unknown_task_errors_name_the_known_tasks(tmp_path, monkeypatch):
+    for fn in (MP.load_task, MP.task_files):
+        with pytest.raises(ValueError, match=r"unknown task 'glue'; choose from \('blimp', 'supplement', 'ewok'\)"):
+            fn("glue")
+    monkeypatch.setitem(MP.TASK_REGISTRY, "toy", MP.MinimalPairTask("Toy", lambda *a: [], lambda v: str(tmp_path)))
+    with pytest.raises(ValueError, match=r"choose from \('blimp', 'supplement', 'ewok', 'toy'\)"):
+        MP.load_task("glue")
+
+
+def test_registry_points_at_the_bundled_folders():
+    assert MP.task_files("blimp")[0].parent.name == "blimp_filtered"
+    assert MP.task_files("blimp", "full")[0].parent.as_posix().endswith("blimp/data")
+    assert {f.parent.name for t in ("supplement", "ewok") for f in MP.task_files(t)} == {"supplement_filtered",
+                                                                                       "ewok_filtered"}
+    assert len(MP.task_files("blimp")) == 67 and len(MP.task_files("supplement")) == 5
+    assert len(MP.task_files("ewok")) == 11
