@@ -95,7 +95,7 @@ def main():
     many = args.threads or torch.get_num_threads()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     info = cpu_info()
-    print(f"torch {torch.__version__}, {os.cpu_count()} cores, load average {load:.1f} before the run; CPU {info.get('model', '?')}"
+    print(f"torch {torch.__version__}, {os.cpu_count()} cores, load average {load:.1f} before the run; CPU {info.get('label', '?')}"
           f" (native bf16: {native_bf16('cpu')})")
     peaks = {}
     for n in sorted({1, many}):

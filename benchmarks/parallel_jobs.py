@@ -35,7 +35,7 @@ def main() -> None:
     precision = resolve_precision("auto")
     info = cpu_info()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"CPU {info.get('model', '?')} ({', '.join(info.get('flags', [])) or '?'}), {threads} threads, "
+    print(f"CPU {info.get('label', '?')} ({', '.join(info.get('flags', [])) or '?'}), {threads} threads, "
           f"precision {precision}, load average {load:.1f} before the run; torch {torch.__version__}")
     models = ["encoder", "decoder"] if args.model == "both" else [args.model]
     print(f"\n{'model':8s} {'jobs':>4s} {'steps':>5s}  {'one process, ' + str(threads) + ' threads':>26s}  "

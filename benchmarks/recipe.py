@@ -147,7 +147,7 @@ def main(argv=None) -> None:
         raise SystemExit("nothing trained yet for these recipes (run without --table-only)")
     import pandas as pd
 
-    print(f"\nbudget {a.budget}, profile {a.profile}; CPU: {cpu['model']} ({', '.join(cpu['flags'])}), "
+    print(f"\nbudget {a.budget}, profile {a.profile}; CPU: {cpu['label']} ({', '.join(cpu['flags'])}), "
           f"{torch.get_num_threads()} torch threads; held-out loss in nats/token (4,096-token vocabulary); "
           "'<= T' columns: best validation loss reached within T minutes / tokens (NaN: not reached)")
     df = pd.DataFrame(rows)

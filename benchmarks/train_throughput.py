@@ -122,7 +122,7 @@ def main(argv=None) -> None:
           f"{count_parameters(eager) / 1e6:.2f}M parameters")
     cpu = cpu_info()
     print(f"torch {torch.__version__}, transformers {transformers.__version__}, python {platform.python_version()}, "
-          f"threads {torch.get_num_threads()}, {platform.machine()}; CPU {cpu['model']} ({', '.join(cpu['flags'])})")
+          f"threads {torch.get_num_threads()}, {platform.machine()}; CPU {cpu['label']} ({', '.join(cpu['flags'])})")
     print(f"eval loss on the batch: eager {l_e:.6f}, fast {l_f:.6f} (|diff| {abs(l_e - l_f):.2e})")
     peak_before = matmul_peak()
 

@@ -12,6 +12,22 @@ def test_cpu_info_names_the_cpu_and_its_flags():
     assert isinstance(info["model"], str) and info["model"]
     assert set(info["flags"]) <= set(hardware._FLAGS)
     assert info["cores"] >= 1
+    assert info["label"].startswith(info["model"])
+    if info["family"] and info["model_id"]:  # Linux x86: generations that share a marketing name are told apart
+        assert f"family {info['family']}, model {info['model_id']}" in info["label"]
+
+
+def test_cpu_label_reads_family_and_model(monkeypatch, tmp_path):
+    text = ("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 26\nmodel\t\t: 2\nmodel name\t: AMD EPYC\n"
+            "stepping\t: 1\nflags\t\t: fpu avx2 avx512f avx512_bf16\n\nprocessor\t: 1\ncpu family\t: 26\nmodel\t\t: 2\n")
+    real_open = open
+    fake = tmp_path / "cpuinfo"
+    fake.write_text(text)
+    monkeypatch.setattr("builtins.open", lambda path, *a, **k: real_open(fake if path == "/proc/cpuinfo" else path, *a, **k))
+    info = hardware.cpu_info()
+    assert (info["model"], info["family"], info["model_id"], info["stepping"]) == ("AMD EPYC", "26", "2", "1")
+    assert info["label"] == "AMD EPYC (family 26, model 2)"
+    assert info["flags"][:3] == ["avx2", "avx512f", "avx512_bf16"]
 
 
 def test_auto_precision_follows_native_bf16(monkeypatch):

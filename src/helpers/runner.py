@@ -336,7 +336,7 @@ def record_timing(profile: str, timing: dict) -> None:
     write_text(timing_file, json.dumps(dict(sorted(old.items())), indent=2) + "\n")
     cpu = cpu_info()
     row = {**timing, "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "revision": git_revision(),
-           "cpu": cpu["model"], "cpu_flags": cpu["flags"], "cores": cpu["cores"]}
+           "cpu": cpu["label"], "cpu_flags": cpu["flags"], "cores": cpu["cores"]}
     with open(reports_dir(profile) / "timings_history.jsonl", "a", encoding="utf-8") as f:
         f.write(json.dumps(row) + "\n")
 
