@@ -1,5 +1,5 @@
-"""One concept per helpers module (issue #18): the names that left ``judge.py`` and ``story_eval.py`` each have one
-home, are importable from it, and are defined in no other helpers module (no re-export shims)."""
+"""One concept per helpers module (issue #18): the names that left ``judge.py``, ``story_eval.py`` and
+``training.py`` each have one home, are importable from it, and are defined in no other helpers module (no re-export shims)."""
 from __future__ import annotations
 
 import ast
@@ -12,7 +12,7 @@ import pytest
 HELPERS = Path(__file__).resolve().parents[1] / "src" / "helpers"
 
 # where each moved public name lives now (judge.py kept the rubric, prompts, parsing and cache; story_eval.py the
-# GPT-Eval prompts and the themed suites)
+# GPT-Eval prompts and the themed suites; training.py the loop, recipes.py the run plans and the torchrun CLI ``main``)
 HOMES = {
     "judge_client": ["JudgeConfig", "JudgeClient"],
     "judge_local": ["LOCAL_PACKAGE", "LOCAL_GGUF", "LOCAL_INSTALL", "local_judge_dir", "LocalJudgeConfig",
@@ -26,8 +26,12 @@ HOMES = {
                  "load_instruct_prompts", "instruct_scores", "instruct_summary", "highlight_words",
                  "instruct_examples_html", "InstructRun", "field_counts", "heldout_split", "plan_instruct",
                  "heldout_instruct_prompts", "bundled_instruct_prompts"],
+    "recipes": ["encode_blocks", "blocks_digest", "train_or_skip", "train_decoder", "DecoderRun", "plan_decoders",
+                "EncoderRun", "encoder_documents", "balance_blocks", "long_phase_data", "plan_encoders",
+                "train_encoder"],
 }
-SPLIT = ["judge", "judge_client", "judge_local", "judge_runs", "folding", "story_eval", "instruct"]
+SPLIT = ["judge", "judge_client", "judge_local", "judge_runs", "folding", "story_eval", "instruct", "training",
+         "recipes"]
 
 
 def _defined(path: Path) -> set[str]:
