@@ -2,7 +2,7 @@
 
 Each recipe is notebook 02's decoder (``params/<profile>/02_decoder_training.yaml``) with some settings changed;
 it is trained on one budget (default ``tiny-1M``, built by notebook 01) into ``runs/<profile>/recipes/<name>/``
-with the project's own ``training.train_decoder`` (so a finished recipe is skipped on a rerun and the table is
+with the project's own ``recipes.train_decoder`` (so a finished recipe is skipped on a rerun and the table is
 printed again from its metrics). The table gives, per recipe: the best held-out loss within each wall-clock
 budget (``--minutes``), at each token count (``--tokens``), at the end, and a greedy sample of the best
 checkpoint. Wall-clock is the training loop's own clock (validation included), measured on this machine, whose
@@ -28,7 +28,7 @@ try:
 except ImportError:  # a checkout without the editable install
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from helpers import config, training  # noqa: E402
+from helpers import config, recipes  # noqa: E402
 from helpers.decoder import load_decoder  # noqa: E402
 from helpers.hardware import cpu_info, resolve_precision  # noqa: E402
 
@@ -79,14 +79,14 @@ def merged_params(profile: str, overrides: dict) -> dict:
 
 def run_recipe(profile: str, budget: str, name: str, overrides: dict, train_missing: bool = True):
     p = merged_params(profile, overrides)
-    runs = training.plan_decoders(config.run_dir(profile), [budget], p["model"], p["train"], p.get("regularisation", "words"),
-                                  p.get("word_scale", 1.0), p.get("fixed_dropout", 0.1), p.get("fixed_weight_decay", 0.1),
-                                  p.get("valid_blocks"))
+    runs = recipes.plan_decoders(config.run_dir(profile), [budget], p["model"], p["train"], p.get("regularisation", "words"),
+                                 p.get("word_scale", 1.0), p.get("fixed_dropout", 0.1), p.get("fixed_weight_decay", 0.1),
+                                 p.get("valid_blocks"))
     r = runs[budget]
     out = config.run_dir(profile) / "recipes" / name
     if not train_missing and not (out / "train_state.json").is_file():
         return None, r
-    res = training.train_decoder(f"{name} ({budget})", r.train_data, r.valid_data, r.tokenizer, r.spec, r.cfg, out)
+    res = recipes.train_decoder(f"{name} ({budget})", r.train_data, r.valid_data, r.tokenizer, r.spec, r.cfg, out)
     return res, r
 
 

@@ -312,7 +312,8 @@ def test_train_or_skip_trains_and_saves_a_loadable_compressor(tmp_path):
     from transformers import AutoModelForCausalLM
 
     from helpers.data import PackedBlocks
-    from helpers.training import TrainConfig, train_or_skip
+    from helpers.recipes import train_or_skip
+    from helpers.training import TrainConfig
 
     block = ids_of((1, 16), seed=21)
     train = PackedBlocks(block.repeat(8, 1), seed=0)  # one block repeated: every batch is the same (overfit)

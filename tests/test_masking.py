@@ -168,7 +168,7 @@ def test_rank_slices_and_batches():
         assert torch.equal(full[k], torch.cat([p[k] for p in parts]))
     batch = data.batch(3, 16)
     assert all(torch.equal(batch[k], full[k]) for k in full)
-    from helpers.training import PackedBlocks
+    from helpers.data import PackedBlocks
 
     plain = PackedBlocks(data.blocks, seed=1)
     for step in (0, 3, 9):  # the same rows, in the same order, as the decoder's PackedBlocks

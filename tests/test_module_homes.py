@@ -1,6 +1,6 @@
-"""One concept per helpers module (issue #18): the names that left ``judge.py``, ``story_eval.py``, ``diversity.py``
-and ``evaluation.py`` each have one home, are importable from it, and are defined in no other helpers module (no
-re-export shims)."""
+"""One concept per helpers module (issue #18): the names that left ``judge.py``, ``story_eval.py``, ``diversity.py``,
+``evaluation.py`` and ``training.py`` each have one home, are importable from it, and are defined in no other helpers
+module (no re-export shims)."""
 from __future__ import annotations
 
 import ast
@@ -13,7 +13,7 @@ import pytest
 HELPERS = Path(__file__).resolve().parents[1] / "src" / "helpers"
 
 # where each moved public name lives now (judge.py kept the rubric, prompts, parsing and cache; story_eval.py the
-# GPT-Eval prompts and the themed suites)
+# GPT-Eval prompts and the themed suites; training.py the loop, recipes.py the run plans and the torchrun CLI ``main``)
 HOMES = {
     "judge_client": ["JudgeConfig", "JudgeClient"],
     "judge_local": ["LOCAL_PACKAGE", "LOCAL_GGUF", "LOCAL_INSTALL", "local_judge_dir", "LocalJudgeConfig",
@@ -44,10 +44,13 @@ HOMES = {
                    "summarise", "EvalSettings", "EvalResult", "chance_verdict", "interval_table", "average_note",
                    "model_digest", "tokenizer_digest", "make_scorer", "evaluate_model", "PAPER_BENCHMARKS",
                    "paper_authors_row", "paper_ewok_has_context", "compare_with_paper"],
+    "recipes": ["encode_blocks", "blocks_digest", "train_or_skip", "train_decoder", "DecoderRun", "plan_decoders",
+                "EncoderRun", "encoder_documents", "balance_blocks", "long_phase_data", "plan_encoders",
+                "train_encoder"],
 }
 SPLIT = ["judge", "judge_client", "judge_local", "judge_runs", "folding", "story_eval", "instruct",
          "self_bleu", "rouge", "ngram_index", "memorisation", "continuation_health", "stats", "minimal_pairs",
-         "lm_scoring", "evaluation"]
+         "lm_scoring", "evaluation", "training", "recipes"]
 #: (name, module): the same name for another concept — ``findings.<topic>`` writes the sentences about a topic's table
 UNRELATED = {("self_bleu", "findings"), ("continuation_health", "findings")}
 

@@ -52,7 +52,8 @@ def _edit_params(root: Path, nb: str, text_from: str, text_to: str) -> Path:
 
 # ----------------------------------------------------------------------------- rows 1, 12: training artefacts
 def _train_or_skip(out, cfg, loss_fn=None, log=None):
-    from helpers.training import lm_loss, train_or_skip
+    from helpers.recipes import train_or_skip
+    from helpers.training import lm_loss
 
     tr, va = W.make_data()
     return train_or_skip("tiny", lambda: W.make_model(), {"hidden": 32}, tr, va, None, cfg, out,

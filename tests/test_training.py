@@ -19,14 +19,13 @@ import torch
 import transformers
 
 import helpers
+from helpers.data import PackedBlocks, pack_blocks
 from helpers.decoder import build_decoder, count_parameters
 from helpers.training import (
-    PackedBlocks,
     TrainConfig,
     TrainingDiverged,
     cosine_schedule,
     lm_loss,
-    pack_blocks,
     param_group_names,
     param_groups,
     read_metrics,

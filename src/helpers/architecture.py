@@ -4,7 +4,7 @@ Protocols: ``docs/methods.md#architecture-sweeps``, ``#compute-scaling`` and ``#
 Table 1 and §6; Eldan & Li 2023).
 
 * **Sweep** (Rathod et al. 2024, Table 1): GPT-Neo decoders over a hidden × layers × heads grid, every run on the same
-  data, steps and batch (equal tokens), trained by :func:`helpers.training.train_decoder` (the one training loop).
+  data, steps and batch (equal tokens), trained by :func:`helpers.recipes.train_decoder` (the one training loop).
   :func:`expand_grid` turns the params' sub-grids into shapes.
 * **Compute scaling** (Eldan & Li 2023's "scaling law" discussion): every validation point of every run is placed at
   its training compute C = :func:`helpers.decoder.flops_per_token` × tokens seen (6·N for the matmul weights plus
@@ -332,10 +332,10 @@ def loss_spikes(history: Sequence[Mapping[str, Any]], factor: float = 1.25, wind
 def train_compressor(name: str, train_data, valid_data, tokenizer, spec: dict, cfg, out_dir: str | Path,
                      progress: bool = True, log: Callable[[str], None] = print):
     """Train (or resume, or skip) a :mod:`helpers.compressor` model with the project's one loop
-    (:func:`helpers.training.train_or_skip`, loss ``compressor_loss``); the best checkpoint lands in
+    (:func:`helpers.recipes.train_or_skip`, loss ``compressor_loss``); the best checkpoint lands in
     ``<out_dir>/best`` with the tokenizer."""
     from .compressor import build_compressor, compressor_config, compressor_loss
-    from .training import train_or_skip
+    from .recipes import train_or_skip
 
     compressor_config(spec)  # refuse bad specs before anything is deleted or trained
     eot = tokenizer.convert_tokens_to_ids(EOT)

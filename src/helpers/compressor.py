@@ -6,7 +6,7 @@ into one vector, run the causal transformer ("trunk") over the half-length seque
 decoder emit the next two tokens from each trunk state. This module builds that model as a Hugging Face
 ``PreTrainedModel`` (``save_pretrained``/``from_pretrained``/``AutoModelForCausalLM`` after ``import
 helpers.compressor``), generates two tokens per trunk pass, measures the peak memory of a training step against a
-GPT-Neo of the same width on CPU, and plugs into :func:`helpers.training.train_or_skip`.
+GPT-Neo of the same width on CPU, and plugs into :func:`helpers.recipes.train_or_skip`.
 
 **Architecture** (``h`` = hidden, ``T`` = tokens, ``P = T // 2`` pairs, pair ``i`` = tokens ``(2i, 2i+1)``):
 
@@ -349,7 +349,7 @@ def build_compressor(spec: dict | CompressorConfig, seed: int | None = None,
 
 
 def compressor_loss(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """``loss_fn`` for :func:`helpers.training.train_or_skip`: mean cross-entropy over tokens ``2..T-1`` of the
+    """``loss_fn`` for :func:`helpers.recipes.train_or_skip`: mean cross-entropy over tokens ``2..T-1`` of the
     packed blocks ``batch["input_ids"]`` (works on a DDP-wrapped model too)."""
     ids = batch["input_ids"]
     return model(input_ids=ids, labels=ids).loss

@@ -34,7 +34,7 @@ from .budgets import read_corpus
 from .data import read_text, split_sentences
 from .folding import _find, ascii_quotes, fold, folded
 from .story_eval import story_prompts
-from .training import encode_blocks, plan_decoders
+from .recipes import encode_blocks, plan_decoders
 
 INSTRUCT_PROMPTS = "prompts/instruct_prompts_50.json"
 INSTRUCT_FIELDS = ("Features", "Words", "Summary", "Random sentence")
@@ -363,7 +363,7 @@ def heldout_split(heldout: Sequence[str], n_prompts: int) -> tuple[list[str], li
 def plan_instruct(run_dir: str | Path, budget: str, p02: Mapping[str, Any], seed: int, n_heldout_prompts: int,
                   **doc_kwargs: Any) -> InstructRun:
     """The instruct decoder run of ``budget``: notebook 02's run for that budget (tokenizer, spec with its dropout,
-    training config; :func:`helpers.training.plan_decoders` with the 02 params ``p02``), with its training stories
+    training config; :func:`helpers.recipes.plan_decoders` with the 02 params ``p02``), with its training stories
     and held-out validation stories turned into Instruct documents.  ``differences`` lists any way in which the
     plain decoder actually trained (``decoders/<budget>/train_state.json``) differs in spec or config."""
     run_dir = Path(run_dir)

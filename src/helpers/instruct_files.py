@@ -11,7 +11,7 @@ from .budgets import Ledger, shuffled_order, take_prefix
 from .data import count_words, load_tinystories
 from .instruct import InstructDocument, field_counts, heldout_instruct_prompts, parse_instruct, plan_instruct
 from .story_eval import story_prompts
-from .training import encode_blocks
+from .recipes import encode_blocks
 
 
 @dataclass
