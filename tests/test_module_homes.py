@@ -1,5 +1,6 @@
-"""One concept per helpers module (issue #18): the names that left ``judge.py`` and ``story_eval.py`` each have one
-home, are importable from it, and are defined in no other helpers module (no re-export shims)."""
+"""One concept per helpers module (issue #18): the names that left ``judge.py``, ``story_eval.py``, ``finetune.py``
+and ``compressor.py`` each have one home, are importable from it, and are defined in no other helpers module (no
+re-export shims)."""
 from __future__ import annotations
 
 import ast
@@ -12,7 +13,8 @@ import pytest
 HELPERS = Path(__file__).resolve().parents[1] / "src" / "helpers"
 
 # where each moved public name lives now (judge.py kept the rubric, prompts, parsing and cache; story_eval.py the
-# GPT-Eval prompts and the themed suites)
+# GPT-Eval prompts and the themed suites; finetune.py the runs, the cache and the result rows; compressor.py the model
+# and its pair sampler)
 HOMES = {
     "judge_client": ["JudgeConfig", "JudgeClient"],
     "judge_local": ["LOCAL_PACKAGE", "LOCAL_GGUF", "LOCAL_INSTALL", "local_judge_dir", "LocalJudgeConfig",
@@ -26,8 +28,16 @@ HOMES = {
                  "load_instruct_prompts", "instruct_scores", "instruct_summary", "highlight_words",
                  "instruct_examples_html", "InstructRun", "field_counts", "heldout_split", "plan_instruct",
                  "heldout_instruct_prompts", "bundled_instruct_prompts"],
+    "glue_tasks": ["TaskSpec", "STANDARD", "SCALED", "render", "Example", "read_rows",
+                   "train_file", "load_examples", "carve_splits", "subsample", "accuracy", "f1_binary", "mcc",
+                   "METRICS", "score_all", "metric_interval"],
+    "finetune_setup": ["FinetuneConfig", "finetune_config", "TaskData", "prepare_task", "data_files"],
+    "classifier": ["model_kind", "load_classifier", "encode", "pad_batch", "predict", "evaluate_examples",
+                   "lr_multiplier", "FitResult", "fit"],
+    "memory": ["peak_train_memory", "memory_table", "cached_memory_table", "memory_pivot"],
 }
-SPLIT = ["judge", "judge_client", "judge_local", "judge_runs", "folding", "story_eval", "instruct"]
+SPLIT = ["judge", "judge_client", "judge_local", "judge_runs", "folding", "story_eval", "instruct", "glue_tasks",
+         "finetune_setup", "classifier", "finetune", "compressor", "memory"]
 
 
 def _defined(path: Path) -> set[str]:
