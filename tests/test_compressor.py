@@ -9,8 +9,10 @@ import torch
 import torch.nn.functional as F
 
 import helpers.compressor as C
+import helpers.memory as M
 from helpers.compressor import (CompressorConfig, CompressorForCausalLM, build_compressor, compressor_loss,
-                                generate_pairs, memory_table, peak_train_memory, sample_token, shifted_token_nll)
+                                generate_pairs, sample_token, shifted_token_nll)
+from helpers.memory import memory_table, peak_train_memory
 
 V = 37
 SPEC = dict(vocab_size=V, hidden=16, layers=2, heads=2, context=16, dropout=0.0)
@@ -350,7 +352,7 @@ def test_memory_table_estimates_and_skips(monkeypatch):
         per_row = 10.0 if kind == "compressor" else 30.0
         return {"kind": kind, "width": width, "batch": batch, "status": "ok", "peak_mb": 5 + per_row * batch}
 
-    monkeypatch.setattr(C, "peak_train_memory", fake)
+    monkeypatch.setattr(M, "peak_train_memory", fake)
     rows = memory_table([64], [2, 4, 8, 16], cap_mb=300.0)
     status = {(r["kind"], r["batch"]): r["status"] for r in rows}
     # gpt-neo: probe 35 MB at batch 1; batch 8 measured 245 < 300; batch 16 estimated 490 > 300: skipped
@@ -359,7 +361,7 @@ def test_memory_table_estimates_and_skips(monkeypatch):
     assert ("gpt-neo", 64, 16) not in calls and ("gpt-neo", 64, 1) in calls
     skipped = next(r for r in rows if r["status"] == "skipped")
     assert skipped["est_mb"] == pytest.approx(245 * 2)
-    pivot = C.memory_pivot(rows)
+    pivot = M.memory_pivot(rows)
     assert pivot.loc[("gpt-neo", 64), 16] == "skipped" and pivot.loc[("compressor", 64), 16] == 165
 
 

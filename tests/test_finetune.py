@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import finetune as ft
+from helpers import classifier as clf, finetune as ft, finetune_setup as fs, glue_tasks as gt
 from helpers.data import DataError
-from helpers.finetune import (SCALED, STANDARD, TASK_NAMES, TASKS, Example, FinetuneConfig, TaskData, accuracy,
-                              carve_splits, f1_binary, finetune_config, mcc, render)
+from helpers.finetune_setup import FinetuneConfig, TaskData, finetune_config
+from helpers.glue_tasks import SCALED, STANDARD, TASK_NAMES, TASKS, Example, accuracy, carve_splits, f1_binary, mcc, render
 
 ALL_TASKS = ["boolq", "cola", "mnli", "mnli-mm", "mrpc", "multirc", "qnli", "qqp", "rte", "sst2", "wsc"]
 WITH_TRAIN = {"cola", "mrpc", "rte", "wsc"}
@@ -52,7 +52,7 @@ def tiny_model_dir(tmp_path_factory):
     from helpers.tokenizers import train_tokenizer
 
     texts = [e.a for e in synthetic(300, 0, "tok")]
-    texts += [e.a + " " + (e.b or "") for e in ft.load_examples("rte", "valid")[:100]]
+    texts += [e.a + " " + (e.b or "") for e in gt.load_examples("rte", "valid")[:100]]
     tok = train_tokenizer(texts, "encoder", 512)
     torch.manual_seed(0)
     model = LtgBertForMaskedLM(ltg_bert_config("smoke", vocab_size=len(tok)))
@@ -80,7 +80,7 @@ def test_task_table_matches_the_pipeline():
 
 @pytest.mark.parametrize("task,split", [(t, "valid") for t in ALL_TASKS] + [(t, "train") for t in sorted(WITH_TRAIN)])
 def test_loader_reads_real_file(task, split):
-    ex = ft.load_examples(task, split)
+    ex = gt.load_examples(task, split)
     spec = TASKS[task]
     assert len(ex) > 20
     labels = {e.label for e in ex}
@@ -93,9 +93,9 @@ def test_loader_reads_real_file(task, split):
 
 def test_missing_train_file_is_refused():
     with pytest.raises(DataError, match="no bundled train file"):
-        ft.load_examples("qqp", "train")
+        gt.load_examples("qqp", "train")
     with pytest.raises(ValueError, match="unknown task"):
-        ft.load_examples("wnli", "valid")
+        gt.load_examples("wnli", "valid")
 
 
 def test_templates_on_hand_made_rows():
@@ -118,13 +118,13 @@ def test_encoder_pair_encoding_truncates_longest_first(tiny_model_dir):
     tok = load_tokenizer(tiny_model_dir)
     long_a = " ".join(["the little girl was good at the park"] * 40)
     ex = [Example("x", long_a, "Does the cat look bad?", 1, "x")]
-    ids = ft.encode(tok, ex, 32, "encoder")[0]
+    ids = clf.encode(tok, ex, 32, "encoder")[0]
     assert len(ids) == 32
     assert ids[0] == tok.cls_token_id and ids[-1] == tok.sep_token_id and ids.count(tok.sep_token_id) == 2
     assert tok.decode(ids[ids.index(tok.sep_token_id) + 1:-1]).strip() == "Does the cat look bad?"  # b intact
-    a, b = ft._truncate_pair(list(range(10)), list(range(4)), 8)
+    a, b = clf._truncate_pair(list(range(10)), list(range(4)), 8)
     assert (len(a), len(b)) == (4, 4)
-    a, b = ft._truncate_pair(list(range(3)), list(range(4)), 5)
+    a, b = clf._truncate_pair(list(range(3)), list(range(4)), 5)
     assert (len(a), len(b)) == (2, 3)  # the longer one first, the first one on ties
 
 
@@ -150,16 +150,16 @@ def test_carve_splits_disjoint_seeded_covering():
 @pytest.mark.parametrize("task", [t for t in ALL_TASKS if t != "mnli-mm"])
 def test_prepared_splits_are_disjoint_and_cover_what_they_should(task):
     cfg = FinetuneConfig()
-    d = ft.prepare_task(task, cfg)
+    d = fs.prepare_task(task, cfg)
     d.check_disjoint()
     assert d.protocol == (STANDARD if task in WITH_TRAIN else SCALED)
     train_uids, dev_uids = {e.uid for e in d.train}, {e.uid for e in d.dev}
     for name, test in d.tests.items():
         test_uids = {e.uid for e in test}
         assert test_uids.isdisjoint(dev_uids) and test_uids.isdisjoint(train_uids)
-    valid = ft.load_examples(task, "valid")
+    valid = gt.load_examples(task, "valid")
     if task in WITH_TRAIN:
-        pool = ft.load_examples(task, "train")
+        pool = gt.load_examples(task, "train")
         assert train_uids | dev_uids == {e.uid for e in pool}
         assert {e.uid for e in d.tests[task]} == {e.uid for e in valid}  # reported: the whole validation file
         assert 0.08 < len(d.dev) / len(pool) < 0.12
@@ -168,22 +168,22 @@ def test_prepared_splits_are_disjoint_and_cover_what_they_should(task):
         assert 0.17 < len(d.tests[task]) / len(valid) < 0.23 and 0.07 < len(d.dev) / len(valid) < 0.13
     if task == "mnli":
         assert set(d.tests) == {"mnli", "mnli-mm"}
-        assert {e.uid for e in d.tests["mnli-mm"]} == {e.uid for e in ft.load_examples("mnli-mm", "valid")}
+        assert {e.uid for e in d.tests["mnli-mm"]} == {e.uid for e in gt.load_examples("mnli-mm", "valid")}
     # seeded: same split twice; subsets are drawn from the same splits
-    again = ft.prepare_task(task, cfg)
+    again = fs.prepare_task(task, cfg)
     assert [e.uid for e in again.dev] == [e.uid for e in d.dev]
-    small = ft.prepare_task(task, finetune_config(max_train_examples=20, max_eval_examples=15))
+    small = fs.prepare_task(task, finetune_config(max_train_examples=20, max_eval_examples=15))
     assert len(small.train) == 20 and len(small.dev) == 15 and all(len(v) == 15 for v in small.tests.values())
     assert {e.uid for e in small.train} <= train_uids and {e.uid for e in small.dev} <= dev_uids
     assert {e.uid for e in small.tests[d.task]} <= {e.uid for e in d.tests[d.task]}
 
 
 def test_grouped_tasks_keep_groups_together():
-    d = ft.prepare_task("multirc", FinetuneConfig())
+    d = fs.prepare_task("multirc", FinetuneConfig())
     paragraphs = [{e.a for e in s} for s in (d.train, d.dev, d.tests["multirc"])]
     assert paragraphs[0].isdisjoint(paragraphs[1]) and paragraphs[0].isdisjoint(paragraphs[2])
     assert paragraphs[1].isdisjoint(paragraphs[2])
-    w = ft.prepare_task("wsc", FinetuneConfig())
+    w = fs.prepare_task("wsc", FinetuneConfig())
     assert {e.a for e in w.train}.isdisjoint({e.a for e in w.dev})
 
 
@@ -205,7 +205,7 @@ def test_metrics_against_hand_computed_values():
     assert f1_binary([0, 0, 0], [0, 0, 0]) == 0.0 and f1_binary([1, 0], [0, 0]) == 0.0
     # multi-class MCC (Gorodkin): confusion [[1,1,0],[0,2,0],[1,0,1]] → 12 / sqrt(22 · 24)
     assert mcc([0, 0, 1, 1, 2, 2], [0, 1, 1, 1, 2, 0]) == pytest.approx(12 / math.sqrt(22 * 24))
-    s = ft.score_all([0, 1, 2, 2], [0, 1, 2, 1], 3)
+    s = gt.score_all([0, 1, 2, 2], [0, 1, 2, 1], 3)
     assert s["accuracy"] == 0.75 and "f1" not in s and s["macro_f1"] == pytest.approx((1 + 2 / 3 + 2 / 3) / 3)
     with pytest.raises(ValueError):
         accuracy([1, 0], [1])
@@ -230,11 +230,11 @@ def test_config_presets_and_schedule():
         finetune_config(learning_rate=1e-3)
     assert FinetuneConfig().scale_note() == ""
     assert "1 epoch" in finetune_config(epochs=1, max_train_examples=64).scale_note()
-    assert ft.lr_multiplier(0, 100, 10) == pytest.approx(0.1)
-    assert ft.lr_multiplier(9, 100, 10) == pytest.approx(1.0)
-    assert ft.lr_multiplier(55, 100, 10) == pytest.approx(0.5)
-    assert ft.lr_multiplier(100, 100, 10) == 0.0
-    assert ft.lr_multiplier(55, 100, 10, "cosine") == pytest.approx(0.5)
+    assert clf.lr_multiplier(0, 100, 10) == pytest.approx(0.1)
+    assert clf.lr_multiplier(9, 100, 10) == pytest.approx(1.0)
+    assert clf.lr_multiplier(55, 100, 10) == pytest.approx(0.5)
+    assert clf.lr_multiplier(100, 100, 10) == 0.0
+    assert clf.lr_multiplier(55, 100, 10, "cosine") == pytest.approx(0.5)
 
 
 # --------------------------------------------------------------------------------------------- training
@@ -243,16 +243,16 @@ def test_config_presets_and_schedule():
 def test_tiny_classifier_learns_and_is_deterministic(tiny_model_dir):
     data = synthetic_data()
     cfg = finetune_config(epochs=3, lr=1e-3, batch_size=16, seed=3)
-    model, tok, kind = ft.load_classifier(tiny_model_dir, 2, ("bad", "good"), seed=cfg.seed)
-    before = ft.evaluate_examples(model, tok, data.dev, cfg, kind, 2)["accuracy"]
-    res = ft.fit(model, tok, data.train, data.dev, cfg, "accuracy", 2, kind, progress=False, log=lambda s: None)
-    after = ft.evaluate_examples(model, tok, data.tests["syn"], cfg, kind, 2)["accuracy"]
+    model, tok, kind = clf.load_classifier(tiny_model_dir, 2, ("bad", "good"), seed=cfg.seed)
+    before = clf.evaluate_examples(model, tok, data.dev, cfg, kind, 2)["accuracy"]
+    res = clf.fit(model, tok, data.train, data.dev, cfg, "accuracy", 2, kind, progress=False, log=lambda s: None)
+    after = clf.evaluate_examples(model, tok, data.tests["syn"], cfg, kind, 2)["accuracy"]
     assert before < 0.8  # a random head does not already solve it
     assert res.best_dev["accuracy"] >= 0.95 and after >= 0.9
     assert res.history[-1]["train_loss"] < res.history[0]["train_loss"]
     # same seed → identical run
-    model2, tok2, _ = ft.load_classifier(tiny_model_dir, 2, ("bad", "good"), seed=cfg.seed)
-    res2 = ft.fit(model2, tok2, data.train, data.dev, cfg, "accuracy", 2, kind, progress=False, log=lambda s: None)
+    model2, tok2, _ = clf.load_classifier(tiny_model_dir, 2, ("bad", "good"), seed=cfg.seed)
+    res2 = clf.fit(model2, tok2, data.train, data.dev, cfg, "accuracy", 2, kind, progress=False, log=lambda s: None)
     assert [h["train_loss"] for h in res2.history] == [h["train_loss"] for h in res.history]
 
 
@@ -261,7 +261,7 @@ def test_selection_uses_dev_only_and_restores_best_epoch(tiny_model_dir, monkeyp
     cfg = finetune_config(epochs=6, lr=1e-3, batch_size=16, patience=2)
     scripted = iter([0.5, 0.8, 0.7, 0.6, 0.9, 0.9])  # best epoch 2, stop after epoch 4
     calls, snapshots = [], []
-    real = ft.evaluate_examples
+    real = clf.evaluate_examples
 
     def flat(model):
         return torch.cat([p.detach().flatten() for p in model.parameters()]).clone()
@@ -275,7 +275,8 @@ def test_selection_uses_dev_only_and_restores_best_epoch(tiny_model_dir, monkeyp
             out = dict(out, accuracy=next(scripted))
         return out
 
-    monkeypatch.setattr(ft, "evaluate_examples", spy)
+    monkeypatch.setattr(clf, "evaluate_examples", spy)  # fit's dev evaluations
+    monkeypatch.setattr(ft, "evaluate_examples", spy)  # finetune_prepared's reported split
     rec = ft.finetune_prepared(tiny_model_dir, data, cfg, progress=False, log=lambda s: None)
     dev, test = {e.uid for e in data.dev}, {e.uid for e in data.tests["syn"]}
     assert rec["epochs_run"] == 4 and rec["early_stopped"] and rec["best_epoch"] == 2
@@ -287,8 +288,8 @@ def test_selection_uses_dev_only_and_restores_best_epoch(tiny_model_dir, monkeyp
     # fit hands back the weights of the best epoch (2), not the last one (4)
     scripted = iter([0.5, 0.8, 0.7, 0.6])
     snapshots.clear()
-    model, tok, kind = ft.load_classifier(tiny_model_dir, 2, seed=0)
-    res = ft.fit(model, tok, data.train, data.dev, cfg, "accuracy", 2, kind, progress=False, log=lambda s: None)
+    model, tok, kind = clf.load_classifier(tiny_model_dir, 2, seed=0)
+    res = clf.fit(model, tok, data.train, data.dev, cfg, "accuracy", 2, kind, progress=False, log=lambda s: None)
     assert res.best_epoch == 2 and len(snapshots) == 4
     assert torch.equal(flat(model), snapshots[1]) and not torch.equal(snapshots[1], snapshots[3])
 
@@ -330,7 +331,7 @@ def test_metric_interval_bootstrap():
 
     import numpy as np
 
-    from helpers.finetune import accuracy, mcc, metric_interval
+    from helpers.glue_tasks import accuracy, mcc, metric_interval
 
     rng = np.random.default_rng(3)
     y = rng.integers(0, 2, 400)

@@ -1,6 +1,6 @@
 """One concept per helpers module (issue #18): the names that left ``judge.py``, ``story_eval.py``, ``diversity.py``,
-``evaluation.py`` and ``training.py`` each have one home, are importable from it, and are defined in no other helpers
-module (no re-export shims)."""
+``evaluation.py``, ``training.py``, ``finetune.py`` and ``compressor.py`` each have one home, are importable from it, and
+are defined in no other helpers module (no re-export shims)."""
 from __future__ import annotations
 
 import ast
@@ -13,7 +13,8 @@ import pytest
 HELPERS = Path(__file__).resolve().parents[1] / "src" / "helpers"
 
 # where each moved public name lives now (judge.py kept the rubric, prompts, parsing and cache; story_eval.py the
-# GPT-Eval prompts and the themed suites; training.py the loop, recipes.py the run plans and the torchrun CLI ``main``)
+# GPT-Eval prompts and the themed suites; training.py the loop, recipes.py the run plans and the torchrun CLI ``main``;
+# finetune.py the runs, the cache and the result rows; compressor.py the model and its pair sampler)
 HOMES = {
     "judge_client": ["JudgeConfig", "JudgeClient"],
     "judge_local": ["LOCAL_PACKAGE", "LOCAL_GGUF", "LOCAL_INSTALL", "local_judge_dir", "LocalJudgeConfig",
@@ -47,10 +48,18 @@ HOMES = {
     "recipes": ["encode_blocks", "blocks_digest", "train_or_skip", "train_decoder", "DecoderRun", "plan_decoders",
                 "EncoderRun", "encoder_documents", "balance_blocks", "long_phase_data", "plan_encoders",
                 "train_encoder"],
+    "glue_tasks": ["TaskSpec", "STANDARD", "SCALED", "render", "Example", "read_rows",
+                   "train_file", "load_examples", "carve_splits", "subsample", "accuracy", "f1_binary", "mcc",
+                   "METRICS", "score_all", "metric_interval"],
+    "finetune_setup": ["FinetuneConfig", "finetune_config", "TaskData", "prepare_task", "data_files"],
+    "classifier": ["model_kind", "load_classifier", "encode", "pad_batch", "predict", "evaluate_examples",
+                   "lr_multiplier", "FitResult", "fit"],
+    "memory": ["peak_train_memory", "memory_table", "cached_memory_table", "memory_pivot"],
 }
 SPLIT = ["judge", "judge_client", "judge_local", "judge_runs", "folding", "story_eval", "instruct",
          "self_bleu", "rouge", "ngram_index", "memorisation", "continuation_health", "stats", "minimal_pairs",
-         "lm_scoring", "evaluation", "training", "recipes"]
+         "lm_scoring", "evaluation", "training", "recipes", "glue_tasks", "finetune_setup", "classifier", "finetune",
+         "compressor", "memory"]
 #: (name, module): the same name for another concept — ``findings.<topic>`` writes the sentences about a topic's table
 UNRELATED = {("self_bleu", "findings"), ("continuation_health", "findings")}
 

@@ -234,27 +234,27 @@ def test_glue_train_dir_gives_the_standard_protocol_and_scaled_tasks_are_flagged
 
     import pandas as pd
 
-    from helpers import config, finetune as ft
+    from helpers import config, finetune as ft, finetune_setup as fs, glue_tasks as gt
 
     # a BabyLM-shaped boolq.train.jsonl (same fields as the bundled validation file), grouped by passage
     rows = [{"question": f"is it {i}?", "passage": f"passage {i // 2} about things", "label": i % 2, "idx": i}
             for i in range(60)]
     (tmp_path / "boolq.train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    cfg = ft.finetune_config("berttime", train_dir=str(tmp_path), max_eval_examples=50)
-    assert ft.train_file("boolq", tmp_path).endswith("boolq.train.jsonl")
-    assert ft.train_file("qqp", tmp_path) is None and ft.train_file("cola", tmp_path).endswith("cola.train.jsonl.gz")
-    d = ft.prepare_task("boolq", cfg)
-    assert d.protocol == ft.STANDARD and len(d.train) + len(d.dev) == 60
+    cfg = fs.finetune_config("berttime", train_dir=str(tmp_path), max_eval_examples=50)
+    assert gt.train_file("boolq", tmp_path).endswith("boolq.train.jsonl")
+    assert gt.train_file("qqp", tmp_path) is None and gt.train_file("cola", tmp_path).endswith("cola.train.jsonl.gz")
+    d = fs.prepare_task("boolq", cfg)
+    assert d.protocol == gt.STANDARD and len(d.train) + len(d.dev) == 60
     assert len(d.tests["boolq"]) == 50  # reported on the validation file, not a carved part of it
-    assert ft.prepare_task("boolq", ft.finetune_config("berttime", max_eval_examples=50)).protocol == ft.SCALED
-    assert any("boolq.train.jsonl" in k for k in ft.data_files("boolq", tmp_path))
+    assert fs.prepare_task("boolq", fs.finetune_config("berttime", max_eval_examples=50)).protocol == gt.SCALED
+    assert any("boolq.train.jsonl" in k for k in fs.data_files("boolq", tmp_path))
     # no train_dir: the config (and so the cache fingerprint) is the one it was before the parameter existed
-    assert "train_dir" not in ft.finetune_config("berttime").to_dict()
-    df = pd.DataFrame({"task": ["boolq", "cola", "qqp"], "protocol": [ft.STANDARD, ft.STANDARD, ft.SCALED], "score": [0.6, 0.1, 0.5]})
+    assert "train_dir" not in fs.finetune_config("berttime").to_dict()
+    df = pd.DataFrame({"task": ["boolq", "cola", "qqp"], "protocol": [gt.STANDARD, gt.STANDARD, gt.SCALED], "score": [0.6, 0.1, 0.5]})
     assert ft.scaled_tasks(df) == ["qqp"] and "qqp (1 of 3 tasks" in ft.protocol_note(df)
     assert ft.protocol_note(df, ["boolq", "cola"]) == ""
     p = config.read_yaml(config.params_file("paper", "05_evaluation"))
-    assert p["glue"]["train_dir"] and ft.finetune_config(p["glue"]).train_dir == p["glue"]["train_dir"]
+    assert p["glue"]["train_dir"] and fs.finetune_config(p["glue"]).train_dir == p["glue"]["train_dir"]
 
 
 # ----------------------------------------------------------------------------- 5. the real TinyStoriesInstruct files

@@ -65,9 +65,10 @@ def test_ci_runs_the_readme_test_command():
 
 def test_helpers_import_order_has_no_cycles():
     """Data flows one way: a helper may only import helpers listed before it."""
-    order = ["config", "hardware", "progress", "parallel", "artifacts", "stats", "data", "budgets", "tokenizers", "decoder", "compressor", "ltg_bert", "optim",
-             "masking", "training", "recipes", "generation", "continuation_health", "rouge", "self_bleu", "ngram_index", "memorisation",
-             "minimal_pairs", "lm_scoring", "evaluation", "finetune", "reference", "judge", "judge_client", "judge_local",
+    order = ["config", "hardware", "progress", "parallel", "artifacts", "stats", "data", "budgets", "tokenizers", "decoder", "ltg_bert", "optim",
+             "masking", "training", "recipes", "generation", "compressor", "memory", "continuation_health", "rouge", "self_bleu",
+             "ngram_index", "memorisation", "minimal_pairs", "lm_scoring", "evaluation", "glue_tasks",
+             "finetune_setup", "classifier", "finetune", "reference", "judge", "judge_client", "judge_local",
              "judge_runs", "judge_validity", "folding", "story_eval", "instruct", "instruct_files", "lexicon", "interpret", "interpret_tables",
              "interpret_views", "architecture", "reporting", "notebook", "findings", "runner"]
     rank = {m: i for i, m in enumerate(order)}

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from helpers import evaluation as ev, finetune as ft, judge_validity as JV, stats, story_eval as SE
+from helpers import evaluation as ev, glue_tasks as gt, judge_validity as JV, stats, story_eval as SE
 from helpers.stats import bootstrap_mean_interval, wilson_interval
 
 CONFIDENCES = [0.95, 0.9, 0.8, 0.99]
@@ -25,7 +25,7 @@ def _old_grade_summary_ci(graded, confidence=0.95, n_boot=1000, seed=0):
 
 def _old_metric_interval(y_true, y_pred, metric, confidence=0.95, n_boot=1000, seed=0):
     y, p = np.asarray(y_true).astype(int), np.asarray(y_pred).astype(int)
-    fn = ft.METRICS[metric]
+    fn = gt.METRICS[metric]
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, len(y), size=(n_boot, len(y)))
     st = np.array([fn(y[i], p[i]) for i in idx])
@@ -151,14 +151,14 @@ def test_grade_summary_interval_unchanged(confidence, seed):
         assert (new.at[key, "score CI low"], new.at[key, "score CI high"]) == (lo, hi)
 
 
-@pytest.mark.parametrize("metric", sorted(ft.METRICS))
+@pytest.mark.parametrize("metric", sorted(gt.METRICS))
 @pytest.mark.parametrize("confidence", CONFIDENCES)
 def test_metric_interval_unchanged(metric, confidence):
     rng = np.random.default_rng(3)
     y = rng.integers(0, 2, 150)
     p = np.where(rng.random(150) < 0.7, y, 1 - y)
     for seed in (0, 1):
-        assert ft.metric_interval(y, p, metric, confidence, 200, seed) == _old_metric_interval(y, p, metric, confidence, 200, seed)
+        assert gt.metric_interval(y, p, metric, confidence, 200, seed) == _old_metric_interval(y, p, metric, confidence, 200, seed)
 
 
 @pytest.mark.parametrize("confidence", CONFIDENCES)

@@ -1,5 +1,5 @@
 """Intervals: seeded percentile-bootstrap intervals, the one implementation behind every interval over resampled items
-(``story_eval.grade_summary``, ``finetune.metric_interval``, ``judge_validity``, :func:`bootstrap_mean_interval`; ``evaluation`` uses
+(``story_eval.grade_summary``, ``glue_tasks.metric_interval``, ``judge_validity``, :func:`bootstrap_mean_interval`; ``evaluation`` uses
 :func:`percentile_interval` on its stratified binomial replicates), and the Wilson score interval of a binomial
 proportion (:func:`wilson_interval`)."""
 from __future__ import annotations
