@@ -8,6 +8,8 @@ with ``AutoModelForMaskedLM.from_pretrained(folder, trust_remote_code=True)`` (t
 from the pretrained MLM folder). In a process that imports :mod:`helpers.ltg_bert`, the classes are also
 registered with ``AutoConfig``/``AutoModel``/``AutoModelForMaskedLM``/``AutoModelForSequenceClassification``
 under ``model_type = "ltgbert"``, so ``trust_remote_code`` is not needed there.
+That is also why it is one module of ~750 lines, over the package's ~500-line norm: split, the copy next to the
+weights would not load on its own.
 
 Architecture (checked against the authors' code, ``ltgoslo/ltg-bert``, ``babylm/train/model.py`` and the HF
 wrapper ``modeling_ltgbert.py``):
