@@ -1,0 +1,87 @@
+"""The BERTtime Stories tables rebuilt from our results: Table 1 (GPT-Neo decoders) and Table 2/3 (LTG-BERT
+encoders), our rows with a 95 % interval beside every zero-shot accuracy and the average, then the paper's rows.
+
+Our rows come from :class:`helpers.evaluation.EvalResult` summaries (intervals: a seeded bootstrap over items,
+stratified by paradigm) and, for the encoders, the GLUE average of :mod:`helpers.finetune`; the paper's rows from
+``params/paper_reference/*.csv`` (columns ``training_data``, ``blimp``, ``supplement``, ``ewok``, ``glue``,
+``average``, …). An interval is written ``[low, high]`` in a text column after its accuracy; the paper's rows have
+none (the paper prints no intervals)."""
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import pandas as pd
+
+from .evaluation import average_note, paper_ewok_has_context
+
+ZERO_SHOT = (("blimp", "BLiMP"), ("supplement", "Supp."), ("ewok", "EWoK"))
+PAPER_COLUMNS = {"training_data": "training data", "total_words": "total words", "blimp": "BLiMP",
+                 "supplement": "Supp.", "ewok": "EWoK", "glue": "GLUE", "average": "Avg."}
+
+
+def ci_text(low: float, high: float) -> str:
+    """``[50.1, 50.8]``: an interval in percent, one decimal."""
+    return f"[{low:.1f}, {high:.1f}]"
+
+
+def zero_shot_cells(result) -> dict[str, Any]:
+    """``{"BLiMP": acc, "BLiMP 95% CI": "[lo, hi]", "Supp.": …, "EWoK": …}`` of one model's zero-shot result; a
+    task the run did not score is NaN with an empty interval."""
+    overall = result.overall.iloc[0]
+    by_task = result.by_task.set_index("task")
+    out: dict[str, Any] = {}
+    for task, label in ZERO_SHOT:
+        if task in by_task.index:
+            t = by_task.loc[task]
+            out[label], out[f"{label} 95% CI"] = float(overall[label]), ci_text(t.ci_low, t.ci_high)
+        else:
+            out[label], out[f"{label} 95% CI"] = float("nan"), ""
+    return out
+
+
+def _with_paper(ours: pd.DataFrame, paper: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
+    theirs = paper.rename(columns=PAPER_COLUMNS).assign(source="paper")
+    table = pd.concat([ours, theirs[[c for c in columns if c in theirs.columns]]], ignore_index=True)
+    text = [c for c in table.columns if c.endswith("95% CI") or c in ("stands for", "GLUE protocol")]
+    return table.fillna({c: "" for c in text})[[c for c in table.columns]]
+
+
+def decoder_table(zero: Mapping[tuple[str, str], Any], decoders: Sequence[str], source: str,
+                  stands_for: Mapping[str, str], paper: pd.DataFrame) -> pd.DataFrame:
+    """Table 1: one row per decoder (``zero[("decoder", name)]``), ``stands for`` the paper's budget it scales
+    (e.g. ``1.25M``), BLiMP / Supp. / EWoK with intervals and their average with its interval; then the paper's
+    rows."""
+    rows = []
+    for name in decoders:
+        res = zero[("decoder", name)]
+        o = res.overall.iloc[0]
+        rows.append({"source": source, "model": "GPT-Neo", "training data": name, "stands for": stands_for.get(name, ""),
+                     **zero_shot_cells(res), "Avg.": float(o["average"]),
+                     "Avg. 95% CI": ci_text(o["average_ci_low"], o["average_ci_high"])})
+    return _with_paper(pd.DataFrame(rows), paper,
+                       ["source", "model", "training data", "BLiMP", "Supp.", "EWoK", "Avg."])
+
+
+def encoder_table(zero: Mapping[tuple[str, str], Any], encoders: Sequence[str], source: str,
+                  total_words: Mapping[str, int], stands_for: Mapping[str, str], glue_avg: Mapping[str, float],
+                  glue_protocol: Mapping[str, str], paper: pd.DataFrame) -> pd.DataFrame:
+    """Table 2 (or 3): one row per encoder (``zero[("encoder", name)]``) with its zero-shot accuracies and
+    intervals, its GLUE average (NaN when not fine-tuned) and the GLUE protocol (``"standard"``, a scaled-protocol
+    note, or ``"not fine-tuned"``), ``Avg.`` over the benchmarks the row has and an ``Avg. note`` that says which
+    are missing or scaled; then the paper's rows, with ``EWoK context`` saying where a published EWoK number was
+    computed without the item's context (the organisers' pipeline)."""
+    rows = []
+    for name in encoders:
+        rows.append({"source": source, "model": "LTG-BERT", "training data": name,
+                     "total words": total_words.get(name), "stands for": stands_for.get(name, ""),
+                     **zero_shot_cells(zero[("encoder", name)]), "GLUE": glue_avg.get(name, float("nan")),
+                     "GLUE protocol": glue_protocol.get(name, "not fine-tuned") or "standard"})
+    ours = pd.DataFrame(rows)
+    ours["Avg."] = ours[["BLiMP", "Supp.", "EWoK", "GLUE"]].mean(axis=1)  # over the benchmarks this row has
+    table = _with_paper(ours, paper, ["source", "model", "training data", "total words", "BLiMP", "Supp.", "EWoK",
+                                      "GLUE", "Avg."])
+    records = table.to_dict("records")
+    table["Avg. note"] = [average_note(r) for r in records]
+    table["EWoK context"] = ["no (organisers' pipeline)" if r["source"] == "paper" and not paper_ewok_has_context(r)
+                             else "yes" for r in records]
+    return table

@@ -1,0 +1,66 @@
+"""helpers.paper_tables: Tables 1 and 2 from summaries, every zero-shot accuracy with its interval."""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from helpers import evaluation, paper_tables
+
+
+class _Result:  # what the tables read of an EvalResult
+    def __init__(self, rows):
+        s = evaluation.summarise(rows, seed=0)
+        self.by_task, self.overall = s["task"], s["overall"]
+
+
+def _rows(p_correct: dict[str, float], n: int = 40):
+    rows = []
+    for task, p in p_correct.items():
+        for par in ("p1", "p2"):
+            for i in range(n):
+                rows.append({"task": task, "paradigm": par, "phenomenon": "ph", "pair_id": f"{par}-{i}",
+                             "correct": i < p * n, "tie": False})
+    return rows
+
+
+def _paper(**extra):
+    return pd.DataFrame([{"table": 1, "model": "GPT-Neo", "training_data": "tiny-10M", "total_words": 10_000_000,
+                          "blimp": 60.0, "supplement": 55.0, "ewok": 50.0, "glue": 70.0, "average": 58.8, **extra}])
+
+
+def test_decoder_table_has_an_interval_beside_every_accuracy():
+    zero = {("decoder", "a"): _Result(_rows({"blimp": 0.75, "supplement": 0.5, "ewok": 0.6}))}
+    t = paper_tables.decoder_table(zero, ["a"], "ours (cpu)", {"a": "1.25M"}, _paper())
+    ours, paper = t.iloc[0], t.iloc[1]
+    assert ours["BLiMP"] == 75.0 and ours["Supp."] == 50.0 and ours["EWoK"] == 60.0
+    for col in ("BLiMP", "Supp.", "EWoK", "Avg."):
+        lo, hi = (float(x) for x in ours[f"{col} 95% CI"].strip("[]").split(","))
+        assert lo < ours[col] < hi, col
+    summary = zero[("decoder", "a")].by_task.set_index("task").loc["ewok"]
+    assert ours["EWoK 95% CI"] == paper_tables.ci_text(summary.ci_low, summary.ci_high)
+    assert math.isclose(ours["Avg."], (75 + 50 + 60) / 3)
+    assert paper["source"] == "paper" and paper["BLiMP"] == 60.0 and paper["BLiMP 95% CI"] == ""  # the paper prints none
+    assert paper["stands for"] == ""
+    assert list(t.columns[:5]) == ["source", "model", "training data", "stands for", "BLiMP"]
+
+
+def test_a_task_not_scored_is_empty_not_invented():
+    zero = {("decoder", "a"): _Result(_rows({"blimp": 0.75}))}
+    t = paper_tables.decoder_table(zero, ["a"], "ours", {}, _paper())
+    assert math.isnan(t.iloc[0]["Supp."]) and t.iloc[0]["Supp. 95% CI"] == ""
+
+
+def test_encoder_table_marks_missing_and_scaled_glue():
+    zero = {("encoder", m): _Result(_rows({"blimp": 0.6, "supplement": 0.55, "ewok": 0.5})) for m in ("x", "y")}
+    t = paper_tables.encoder_table(zero, ["x", "y"], "ours (cpu, PLL mean)", {"x": 1000, "y": 2000}, {"x": "baby-10M"},
+                                   {"x": 45.0}, {"x": "scaled protocol: boolq"},
+                                   _paper(model="LTG-BERT baseline", table=2, track="strict-small"))
+    x, y, paper = t.iloc[0], t.iloc[1], t.iloc[2]
+    assert x["GLUE"] == 45.0 and math.isclose(x["Avg."], (60 + 55 + 50 + 45) / 4)
+    assert "GLUE includes scaled protocol: boolq" in x["Avg. note"]
+    assert math.isnan(y["GLUE"]) and y["GLUE protocol"] == "not fine-tuned" and "GLUE missing" in y["Avg. note"]
+    assert x["stands for"] == "baby-10M" and y["stands for"] == "" and y["total words"] == 2000
+    assert x["BLiMP 95% CI"].startswith("[") and paper["BLiMP 95% CI"] == ""
+    assert paper["EWoK context"] == "no (organisers' pipeline)" and x["EWoK context"] == "yes"
+    assert paper["Avg. note"] == ""
