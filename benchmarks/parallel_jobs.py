@@ -38,21 +38,31 @@ def main() -> None:
     print(f"CPU {info.get('label', '?')} ({', '.join(info.get('flags', [])) or '?'}), {threads} threads, "
           f"precision {precision}, load average {load:.1f} before the run; torch {torch.__version__}")
     models = ["encoder", "decoder"] if args.model == "both" else [args.model]
-    print(f"\n{'model':8s} {'jobs':>4s} {'steps':>5s}  {'one process, ' + str(threads) + ' threads':>26s}  "
-          f"{str(threads) + ' workers, 1 thread each':>26s}  ratio")
+    odd = args.jobs % threads == 1 and args.jobs > threads
+    head = (f"\n{'model':8s} {'jobs':>4s} {'steps':>5s}  {'one process, ' + str(threads) + ' threads':>26s}  "
+            f"{str(threads) + ' workers, 1 thread each':>26s}  ratio")
+    if odd:
+        head += f"  {'workers, last job alone in the caller':>38s}  ratio  vs the tail in the pool"
+    print(head)
     for model in models:
         jobs = {f"{model}-{i}": dict(model=model, steps=args.steps, seed=i, precision=precision) for i in range(args.jobs)}
         t0 = time.perf_counter()
         seq = run_jobs(train_steps, jobs, workers=1)
         t_seq = time.perf_counter() - t0
         t0 = time.perf_counter()
-        par = run_jobs(train_steps, jobs, workers=threads, threads=threads, log=lambda _: None)
+        par = run_jobs(train_steps, jobs, workers=threads, threads=threads, log=lambda _: None, lone_tail_in_caller=False)
         t_par = time.perf_counter() - t0
         assert all(abs(seq[k]["loss"] - par[k]["loss"]) < 0.05 for k in jobs), "the same jobs must train alike"
         tokens = sum(r["tokens"] for r in seq.values())
-        print(f"{model:8s} {args.jobs:4d} {args.steps:5d}  {tokens / t_seq:13,.0f} tok/s ({t_seq:5.1f} s)  "
-              f"{tokens / t_par:13,.0f} tok/s ({t_par:5.1f} s)  {t_seq / t_par:.2f}×")
-
+        line = (f"{model:8s} {args.jobs:4d} {args.steps:5d}  {tokens / t_seq:13,.0f} tok/s ({t_seq:5.1f} s)  "
+                f"{tokens / t_par:13,.0f} tok/s ({t_par:5.1f} s)  {t_seq / t_par:.2f}×")
+        if odd:  # the helpers' default: a lone last round runs in the caller with all threads
+            t0 = time.perf_counter()
+            tail = run_jobs(train_steps, jobs, workers=threads, threads=threads, log=lambda _: None)
+            t_tail = time.perf_counter() - t0
+            assert all(abs(seq[k]["loss"] - tail[k]["loss"]) < 0.05 for k in jobs), "the same jobs must train alike"
+            line += f"  {tokens / t_tail:24,.0f} tok/s ({t_tail:5.1f} s)  {t_seq / t_tail:.2f}×  {t_par / t_tail:.2f}×"
+        print(line)
 
 if __name__ == "__main__":
     main()

@@ -62,6 +62,16 @@ RECIPES: dict[str, tuple[str, dict]] = {
                        {"train": {"steps": 2000, "batch_size": 16, "micro_batch": 16, "lr": 3e-3, "min_lr": 3e-4,
                                   "stop_patience": None, "eval_every": 100, "save_every": 100, "precision": "fp32"},
                         "regularisation": "fixed", "fixed_dropout": 0.0}),
+    "b8x4000": ("the chosen recipe with half the batch and twice the steps (4000 x 8: the same 8.2M tokens, 2x updates)",
+                {"train": {"steps": 4000, "batch_size": 8, "micro_batch": 8, "stop_patience": None, "eval_every": 100,
+                           "save_every": 100}}),
+    "h192-2000x16": ("the chosen recipe 1.5x wider (hidden 192, 4 heads of 48)",
+                     {"model": {"hidden": 192}, "train": {"stop_patience": None, "eval_every": 100, "save_every": 100}}),
+    "lr5e-3-2000x16": ("the chosen recipe with lr 5e-3 and a 5 % warm-up",
+                       {"train": {"lr": 5e-3, "min_lr": 5e-4, "warmup": 0.05, "stop_patience": None, "eval_every": 100,
+                                  "save_every": 100}}),
+    "chosen-full": ("the chosen recipe without early stopping, evaluated every 100 steps (the baseline of the rows above)",
+                    {"train": {"stop_patience": None, "eval_every": 100, "save_every": 100}}),
     "chosen": ("the cpu profile's recipe (params/cpu/02_decoder_training.yaml as it is)", {}),
 }
 

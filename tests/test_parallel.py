@@ -39,3 +39,20 @@ def test_a_failing_job_names_itself():
     with pytest.raises(parallel.JobError, match=r"job 'b' failed in its worker process: ValueError: bad input 2"):
         parallel.run_jobs(fail, {"b": dict(x=2), "c": dict(x=3)},
                           workers=2, threads=2)
+
+
+def test_a_lone_last_job_runs_in_the_caller_with_all_threads():
+    import torch
+
+    before = torch.get_num_threads()
+    logs = []
+    jobs = {f"job{i}": dict(x=i) for i in range(3)}  # rounds of 2 and 1 on 2 workers
+    out = parallel.run_jobs(square, jobs, workers=2, threads=2, log=logs.append)
+    assert list(out) == list(jobs) and [v["value"] for v in out.values()] == [0, 1, 4]
+    assert os.getpid() not in {out["job0"]["pid"], out["job1"]["pid"]}
+    assert {out["job0"]["threads"], out["job1"]["threads"]} == {1}
+    assert out["job2"]["pid"] == os.getpid() and out["job2"]["threads"] == 2
+    assert "'job2', alone afterwards with 2 threads" in logs[0]
+    assert torch.get_num_threads() == before  # the caller's setting comes back
+    off = parallel.run_jobs(square, jobs, workers=2, threads=2, log=logs.append, lone_tail_in_caller=False)
+    assert off["job2"]["pid"] != os.getpid() and off["job2"]["threads"] == 1

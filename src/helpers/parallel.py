@@ -7,7 +7,9 @@ GPT-Neo cpu decoder 0.97× (its 4,096-row matmuls already use both threads), so 
 one process while 02b, 04 and 05 use workers.
 
 :func:`run_jobs` runs ``fn(**kwargs)`` for every job, in the calling process when one worker is asked for (or
-there is one job), else in a pool of ``spawn`` processes with ``threads // workers`` torch threads each. What a
+there is one job), else in a pool of ``spawn`` processes with ``threads // workers`` torch threads each. A last job
+that would run alone in the pool (5 jobs on 2 workers: rounds of 2, 2 and 1) runs instead in the calling process
+with all ``threads`` once the pool is done, rather than on one thread beside an idle core. What a
 worker prints comes back to the caller line by line, prefixed with the job's name, so an executed notebook keeps
 its logs; an error in a job stops the pool and is raised in the caller with the job's name. Every job the study
 runs this way writes its result atomically and skips itself when finished, so an interrupted pool loses at most
@@ -108,12 +110,14 @@ def _drain(q) -> None:
 
 
 def run_jobs(fn: Callable[..., Any], jobs: Mapping[str, dict], workers: int | str = 1, threads: int | None = None,
-             desc: str = "jobs", log: Callable[[str], None] = print) -> dict[str, Any]:
+             desc: str = "jobs", log: Callable[[str], None] = print, lone_tail_in_caller: bool = True) -> dict[str, Any]:
     """``{name: fn(**kwargs)}`` for every ``name: kwargs`` of ``jobs``, in order of ``jobs``.
 
     ``workers`` (a number or ``"auto"``, see :func:`resolve_workers`) processes share ``threads`` torch threads
     (default: the current ``torch.get_num_threads()``). ``fn`` must be importable (a module-level function of the
-    package, not one defined in a notebook) and the kwargs picklable."""
+    package, not one defined in a notebook) and the kwargs picklable. With ``lone_tail_in_caller`` (default) and
+    one job left over after full rounds of ``workers`` jobs, that last job runs after the pool in this process with
+    all the threads (``benchmarks/parallel_jobs.py --jobs 3`` measures the difference)."""
     import torch
 
     jobs = dict(jobs)
@@ -122,15 +126,19 @@ def run_jobs(fn: Callable[..., Any], jobs: Mapping[str, dict], workers: int | st
     if n <= 1:
         return {name: fn(**kw) for name, kw in jobs.items()}
     each = max(1, threads // n)
-    log(f"{len(jobs)} {desc} in {n} worker processes, {each} thread{'s' if each > 1 else ''} each")
+    names = list(jobs)
+    tail = names[-1:] if lone_tail_in_caller and len(names) > n and len(names) % n == 1 and threads > each else []
+    pooled = {name: jobs[name] for name in names if name not in tail}
+    log(f"{len(jobs)} {desc} in {n} worker processes, {each} thread{'s' if each > 1 else ''} each"
+        + (f"; the last, {tail[0]!r}, alone afterwards with {threads} threads" if tail else ""))
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     pool = ctx.Pool(n, initializer=_init, initargs=(q, each, list(sys.path)))
     results: dict[str, Any] = {}
     t0 = time.time()
     try:
-        pending = {name: pool.apply_async(_call, (fn, name, kw)) for name, kw in jobs.items()}
-        with progress(total=len(jobs), desc=desc, unit="job") as bar:
+        pending = {name: pool.apply_async(_call, (fn, name, kw)) for name, kw in pooled.items()}
+        with progress(total=len(pooled), desc=desc, unit="job") as bar:
             while pending:
                 time.sleep(0.2)
                 _drain(q)
@@ -150,5 +158,12 @@ def run_jobs(fn: Callable[..., Any], jobs: Mapping[str, dict], workers: int | st
         pool.join()
         _drain(q)
         raise
+    if tail:
+        before = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        try:
+            results[tail[0]] = fn(**jobs[tail[0]])
+        finally:
+            torch.set_num_threads(before)
     log(f"{len(jobs)} {desc} done in {(time.time() - t0) / 60:.1f} min")
     return {name: results[name] for name in jobs}
