@@ -16,6 +16,7 @@ from transformers import AutoModelForCausalLM, GPTNeoForCausalLM
 from transformers.models.gpt_neo import modeling_gpt_neo as neo
 
 from helpers.decoder import (
+    cache_kwarg,
     PRESETS,
     DecoderSpec,
     FastDropout,
@@ -312,7 +313,7 @@ def test_incremental_logits_match_full_forward():
         out = fast(ids[:, :30], use_cache=True)
         steps, past = [out.logits], out.past_key_values
         for t in range(30, SEQ):
-            out = fast(ids[:, t : t + 1], past_key_values=past, use_cache=True)
+            out = fast(ids[:, t : t + 1], use_cache=True, **cache_kwarg(fast, past))
             steps.append(out.logits)
             past = out.past_key_values
     _assert_rel_close(full, torch.cat(steps, dim=1))
@@ -571,3 +572,44 @@ def test_lm_loss_takes_the_fused_head_with_the_same_loss_and_gradients(monkeypat
     monkeypatch.setattr(D, "FUSED_LM_HEAD", True)
     assert_bf16_step_close_to_fp32(lambda: build_decoder(spec, seed=0).train(),
                                    lambda m: training.lm_loss(m, {"input_ids": ids}))
+
+
+def test_cache_kwarg_follows_the_forward_signature():
+    from helpers import decoder
+    class New(torch.nn.Module):
+        def forward(self, input_ids, cache=None):
+            return input_ids
+
+    class Old(torch.nn.Module):
+        def forward(self, input_ids, past_key_values=None):
+            return input_ids
+
+    assert decoder.cache_kwarg(New(), "kv") == {"cache": "kv"}
+    assert decoder.cache_kwarg(Old(), "kv") == {"past_key_values": "kv"}
+
+
+def test_generation_and_scoring_raise_no_deprecation_warning():
+    """transformers 5.24 deprecates ``past_key_values`` for ``cache`` with a FutureWarning (which lands in every
+    executed report): neither the fast path nor our sampler may trigger it."""
+    import warnings
+
+    from helpers import decoder, generation, lm_scoring
+
+    m = decoder.build_decoder(decoder.DecoderSpec(vocab_size=64, hidden=16, layers=2, heads=2, context=32, window=16),
+                              seed=0).eval()
+
+    class Tok:
+        eos_token_id = bos_token_id = pad_token_id = 0
+
+        def __call__(self, texts, add_special_tokens=False, **kw):
+            one = isinstance(texts, str)
+            ids = [[1 + (ord(c) % 60) for c in t] for t in ([texts] if one else texts)]
+            return {"input_ids": ids[0] if one else ids}
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        out = generation.generate(m, [[5, 6, 7], [8, 9]], generation.Decoding(method="nucleus", k=2), eot_id=0,
+                                  max_new_tokens=6, batch_size=4)
+        assert len(out) == 2 and len(out[0]) == 2
+        sums, counts = lm_scoring.causal_scores(m, Tok(), [(None, "ab c"), ("x", "yz")])
+        assert len(sums) == 2 and (counts > 0).all()

@@ -259,6 +259,27 @@ def test_clean_streams_collapses_redraws(tmp_path):
     assert [o["text"] for o in outs] == ["a100%\n", "done\n"]
 
 
+def test_tidy_names_repository_files_relative_to_the_repository(tmp_path):
+    from helpers.config import repo_root
+    from helpers.runner import tidy_report
+
+    root = str(repo_root())
+    warning = f"{root}/src/helpers/decoder.py:420: FutureWarning: deprecated\n"
+    p = tmp_path / "n.ipynb"
+    p.write_text(json.dumps(_nb([{"output_type": "stream", "name": "stderr", "text": [warning]},
+                                 {"output_type": "error", "ename": "E", "evalue": "x",
+                                  "traceback": [f"File {root}/src/helpers/data.py:3"]},
+                                 {"output_type": "execute_result", "execution_count": 1, "metadata": {},
+                                  "data": {"text/plain": f"'{root}/reports/cpu/x.csv'"}}])))
+    assert any("absolute path" in x for x in report_problems(p))
+    tidy_report(p)
+    outs = json.loads(p.read_text())["cells"][0]["outputs"]
+    assert "".join(outs[0]["text"]) == "src/helpers/decoder.py:420: FutureWarning: deprecated\n"
+    assert outs[1]["traceback"] == ["File src/helpers/data.py:3"]
+    assert outs[2]["data"]["text/plain"] == "'reports/cpu/x.csv'"
+    assert not [x for x in report_problems(p) if "absolute path" in x]
+
+
 def test_a_failed_run_keeps_the_times_of_the_notebooks_it_finished(tmp_path, monkeypatch):
     """The second of two notebooks fails: the first one's time is already in timings.json and the history."""
     import nbformat

@@ -29,6 +29,7 @@ function, same distribution of dropout masks, different random draws than HF's e
 """
 from __future__ import annotations
 
+import inspect
 import json
 import math
 from dataclasses import asdict, dataclass, field
@@ -410,17 +411,20 @@ class _MaskFreeGPTNeoModel(_neo.GPTNeoModel):
 
     _storybench_fast = True
 
-    def forward(self, *args, attention_mask=None, past_key_values=None, **kwargs):
+    def forward(self, *args, attention_mask=None, **kwargs):
+        # the cache arrives as ``past_key_values`` (transformers < 5.24) or ``cache`` (5.24 on, which warns when it is
+        # handed ``past_key_values`` too): it is passed on under the name the caller used, never added
+        cached = kwargs.get("past_key_values") is not None or kwargs.get("cache") is not None
         cfg = self.config
         unpadded = attention_mask is None or bool(attention_mask.all())
-        if unpadded and past_key_values is None and not kwargs.get("output_attentions"):
+        if unpadded and not cached and not kwargs.get("output_attentions"):
             saved = cfg._attn_implementation
             try:
                 cfg._attn_implementation_internal = "sdpa"  # only changes which mask create_causal_mask returns
-                return super().forward(*args, attention_mask=None, past_key_values=past_key_values, **kwargs)
+                return super().forward(*args, attention_mask=None, **kwargs)
             finally:
                 cfg._attn_implementation_internal = saved
-        return super().forward(*args, attention_mask=attention_mask, past_key_values=past_key_values, **kwargs)
+        return super().forward(*args, attention_mask=attention_mask, **kwargs)
 
 
 def _mask_free_forward(model: GPTNeoForCausalLM):
@@ -433,6 +437,12 @@ def _mask_free_forward(model: GPTNeoForCausalLM):
 # (HF class, our class) pairs swapped in place by enable_fast_attention; parameters and state dict unchanged
 _SWAPS = [(_neo.GPTNeoSelfAttention, FastGPTNeoSelfAttention), (torch.nn.Dropout, FastDropout),
           (_hf_activations.NewGELUActivation, FastGELUNew)]
+
+
+def cache_kwarg(model: torch.nn.Module, cache: Any) -> dict:
+    """``{"cache": cache}`` for a model whose ``forward`` takes ``cache`` (transformers 5.24 on, which deprecates
+    ``past_key_values`` with a warning), else ``{"past_key_values": cache}``: the key-value cache of the next step."""
+    return {"cache" if "cache" in inspect.signature(type(model).forward).parameters else "past_key_values": cache}
 
 
 def enable_fast_attention(model: GPTNeoForCausalLM) -> GPTNeoForCausalLM:

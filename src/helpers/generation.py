@@ -24,7 +24,7 @@ from typing import Any, Iterable, Sequence
 import torch
 
 from .data import EOT  # the end-of-text token (also generation.EOT)
-from .decoder import context_length
+from .decoder import cache_kwarg, context_length
 
 
 # ----------------------------------------------------------------------------- prompts
@@ -236,7 +236,7 @@ def _generate_batch(model, prompts, decoding: Decoding, eot_id: int, max_new: in
         mask = torch.cat([mask, torch.ones((len(active), 1), dtype=mask.dtype, device=device)], dim=1)
         last_pos = last_pos + 1
         outputs = model(input_ids=nxt[:, None], attention_mask=mask, position_ids=last_pos[:, None],
-                        past_key_values=cache, use_cache=True)
+                        use_cache=True, **cache_kwarg(model, cache))
         cache = outputs.past_key_values
         logits = outputs.logits[:, -1, :]
     if not produced:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from .decoder import cache_kwarg
 from .judge import (
     AGE_LETTERS,
     GRADE_POINTS,
@@ -241,13 +242,13 @@ class LocalJudgeClient(_CachedJudge):
         s_ids = self._tok.encode(story, add_special_tokens=False)
         model = self._model
         with torch.inference_mode():
-            out = self._base()(input_ids=torch.tensor([s_ids]), past_key_values=_make_cache(plan["head_kv"], 1, model),
-                               use_cache=True)
+            base = self._base()
+            out = base(input_ids=torch.tensor([s_ids]), use_cache=True, **cache_kwarg(base, _make_cache(plan["head_kv"], 1, model)))
             kv = _kv_tensors(out.past_key_values)
             rows = plan["rows"]
             width = max(len(r) for r in rows)
             ids = torch.tensor([r + [plan["pad"]] * (width - len(r)) for r in rows])  # right padding: never attended
-            h = self._base()(input_ids=ids, past_key_values=_make_cache(kv, len(rows), model), use_cache=True).last_hidden_state
+            h = base(input_ids=ids, use_cache=True, **cache_kwarg(base, _make_cache(kv, len(rows), model))).last_hidden_state
             pos = []
             for i, (c, at, _) in enumerate(plan["reads"]):
                 pos += [(i, at)] + ([(i, at + 1)] if c != "age_group" else [])

@@ -256,15 +256,43 @@ def _relative_metadata(nb: dict) -> bool:
     return changed
 
 
+def _relative_outputs(nb: dict, root: str | None = None) -> bool:
+    """Outputs that name a file of the repository by its absolute path (a warning's ``/…/src/helpers/x.py:12:``,
+    a traceback) name it relative to the repository instead. True when something changed."""
+    prefix = str(root or repo_root()).rstrip("/") + "/"
+    changed = False
+    for cell in nb.get("cells", []):
+        for o in cell.get("outputs") or []:
+            for key in ("text", "traceback"):
+                v = o.get(key)
+                if isinstance(v, list) and any(prefix in x for x in v):
+                    o[key] = [x.replace(prefix, "") for x in v]
+                    changed = True
+                elif isinstance(v, str) and prefix in v:
+                    o[key] = v.replace(prefix, "")
+                    changed = True
+            data = o.get("data") or {}
+            for mime, v in data.items():
+                if mime.startswith("text/") and isinstance(v, list) and any(prefix in x for x in v):
+                    data[mime] = [x.replace(prefix, "") for x in v]
+                    changed = True
+                elif mime.startswith("text/") and isinstance(v, str) and prefix in v:
+                    data[mime] = v.replace(prefix, "")
+                    changed = True
+    return changed
+
+
 def tidy_report(path: Path) -> None:
-    """Make an executed notebook fit to commit, in one atomic rewrite: stream redraws collapsed, and no absolute
-    path in papermill's metadata. Called after every execution, finished or failed."""
+    """Make an executed notebook fit to commit, in one atomic rewrite: stream redraws collapsed, no absolute path
+    in papermill's metadata, repository files named relative to the repository in outputs. Called after every
+    execution, finished or failed."""
     try:
         nb = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return
     changed = _collapse_streams(nb)
     changed = _relative_metadata(nb) or changed
+    changed = _relative_outputs(nb) or changed
     if changed:
         from .artifacts import write_text
 
