@@ -106,3 +106,17 @@ def test_no_module_over_500_lines_without_a_reason():
             if "500-line" not in doc:
                 long[path.stem] = n
     assert not long, f"modules over 500 lines without a reason in their docstring: {long}"
+
+
+def test_a_module_header_shows_its_helpers_imports():
+    """Imports of other helpers modules sit at the top of a module, where a reader sees what it depends on; the
+    runner alone imports the torch-heavy ones lazily (its command-line checks must not pay for torch)."""
+    allowed = {("runner", "reporting"), ("runner", "hardware")}
+    hidden = []
+    for path in sorted(HELPERS.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for sub in ast.walk(node):
+                    if isinstance(sub, ast.ImportFrom) and sub.level >= 1 and (path.stem, sub.module) not in allowed:
+                        hidden.append(f"{path.stem}.{node.name}: from .{sub.module}")
+    assert not hidden, hidden

@@ -34,8 +34,12 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import torch
 
+from .compressor import build_compressor, compressor_config, compressor_loss, shifted_token_nll
 from .data import EOT, PackedBlocks, pack_blocks
+from .decoder import DecoderSpec, build_decoder, count_parameters, flops_per_token
 from .lm_scoring import causal_scores
+from .recipes import train_or_skip
+from .tokenizers import encode_stories
 from .stats import wilson_interval
 from .training import lm_loss
 
@@ -86,8 +90,6 @@ class SweepRun:
 
 def plan_sweep(base_spec, shapes: Sequence[Mapping[str, int]], context: int | None = None) -> list[SweepRun]:
     """Sweep runs: ``base_spec`` (vocabulary, context, window, dropout) with each shape's hidden/layers/heads."""
-    from .decoder import DecoderSpec, build_decoder, count_parameters, flops_per_token
-
     runs = []
     for shape in shapes:
         spec = DecoderSpec(**{**asdict(base_spec), **shape})
@@ -239,8 +241,6 @@ class ContrastiveBlocks(PackedBlocks):
 def contrastive_data(tokenizer, texts: Sequence[str], block: int, fraction: float, seed: int) -> tuple[ContrastiveBlocks, int]:
     """:class:`ContrastiveBlocks` from ``texts``: ordinary blocks from every story (the plain model's data) and
     shuffled blocks from a seeded ``fraction`` of them; also returns how many stories were shuffled."""
-    from .tokenizers import encode_stories
-
     rng = random.Random(seed)
     chosen = sorted(rng.sample(range(len(texts)), max(1, round(fraction * len(texts)))))
     shuffled = [s for s in (shuffle_sentences(texts[i], rng) for i in chosen) if s is not None]
@@ -253,8 +253,6 @@ def contrastive_data(tokenizer, texts: Sequence[str], block: int, fraction: floa
 
 def row_losses(model, input_ids: torch.Tensor) -> torch.Tensor:
     """Mean next-token cross-entropy of each row (nats per predicted token)."""
-    from .compressor import shifted_token_nll  # the per-token NLL of any HF-aligned causal LM
-
     return shifted_token_nll(model(input_ids=input_ids, use_cache=False).logits, input_ids).mean(1)
 
 
@@ -334,9 +332,6 @@ def train_compressor(name: str, train_data, valid_data, tokenizer, spec: dict, c
     """Train (or resume, or skip) a :mod:`helpers.compressor` model with the project's one loop
     (:func:`helpers.recipes.train_or_skip`, loss ``compressor_loss``); the best checkpoint lands in
     ``<out_dir>/best`` with the tokenizer."""
-    from .compressor import build_compressor, compressor_config, compressor_loss
-    from .recipes import train_or_skip
-
     compressor_config(spec)  # refuse bad specs before anything is deleted or trained
     eot = tokenizer.convert_tokens_to_ids(EOT)
     ids = dict(bos_token_id=eot, eos_token_id=eot, pad_token_id=eot)

@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from .artifacts import read_json, write_json
-from .config import shown_path
+from .artifacts import read_json, read_jsonl, sha256_file, write_json, write_jsonl
+from .config import require_output, shown_path
 from .data import Document, count_words
 
 # Bump when prepare_corpora writes something new, so that finished data steps are redone (it is in their fingerprint).
@@ -165,8 +165,6 @@ class Ledger:
 
     def record_file(self, path: str | Path) -> None:
         """Record size and SHA-256 of a file next to the ledger that is not a corpus (e.g. the held-out stories)."""
-        from .artifacts import sha256_file
-
         f = Path(path)
         self.checksums[f.name] = {"size": f.stat().st_size, "sha256": sha256_file(f)}
 
@@ -178,8 +176,6 @@ class Ledger:
                 return self.verify(name)
         rec = self.checksums.get(f.name)
         if rec is not None:
-            from .artifacts import sha256_file
-
             profile = f.parent.parent.name
             redo = f"rerun notebook 01 for profile {profile} (./run_all.sh --profile {profile} --only 01), which rebuilds it"
             if not f.is_file():
@@ -206,8 +202,6 @@ class Ledger:
     def verify(self, name: str) -> Path:
         """The corpus file of ``name``, checked against the size and SHA-256 recorded when it was written; a
         missing, truncated or edited file raises :class:`BudgetError` naming the notebook that rebuilds it."""
-        from .artifacts import sha256_file
-
         e, f = self[name], self.file_of(name)
         maker = "03" if e.kind == "gen" else "01"
         profile = f.parent.parent.name
@@ -227,8 +221,6 @@ class Ledger:
 
     def add(self, entry: CorpusEntry, save: bool = True) -> CorpusEntry:
         if entry.sha256 is None and entry.path and self.path and (self.path.parent / entry.path).is_file():
-            from .artifacts import sha256_file
-
             f = self.path.parent / entry.path
             entry.sha256, entry.size = sha256_file(f), f.stat().st_size
         if entry.kind not in ("tiny", "baby", "gen"):
@@ -256,8 +248,6 @@ class Ledger:
 
     def _ids_words(self, name: str) -> dict | None:
         """``story id -> words`` of a corpus whose file is present (None when it is not)."""
-        from .artifacts import read_jsonl
-
         e = self[name]
         if not (e.path and self.path and (self.path.parent / e.path).is_file()):
             return None
@@ -308,8 +298,6 @@ class Ledger:
         """Problems with the prompts of generated corpus ``gen_name`` in a mix ``names``: every prompt's story id
         (``story_id`` of its rows) must lie in D_tiny ∪ the generator's corpus (of the generator corpus's kind), i.e.
         the generator completed stories that the mix is allowed to hold. Empty when the files are not present."""
-        from .artifacts import read_jsonl
-
         e = self[gen_name]
         if not (e.path and self.path and (self.path.parent / e.path).is_file()):
             return []
@@ -426,8 +414,6 @@ def prepare_corpora(
     ``baby_full_budget``: the same for the largest BabyLM sample (e.g. "all of train_10M", nominally 10M words).
     ``baby_heldout_docs`` (e.g. the BabyLM dev files): the BabyLM held-out documents come from them instead of the
     training documents, so that a full BabyLM sample keeps every training document."""
-    from .artifacts import write_jsonl
-
     out = Path(out_dir)
     ledger = Ledger(out / "ledger.json")
     nested, held = plan_budgets(tiny_stories, tiny_budgets, seed, heldout_max_words, full_budget)
@@ -477,9 +463,6 @@ def read_corpus(path: str | Path) -> list[dict]:
     """Rows of a corpus written by :func:`prepare_corpora` (or a generated corpus). A corpus registered in the
     ledger next to it is first checked against the ledger's size and SHA-256 (see :meth:`Ledger.verify`), so a
     truncated or edited file stops with a message instead of feeding a model silently."""
-    from .artifacts import read_jsonl
-    from .config import require_output
-
     path = Path(path)
     if (path.parent / "ledger.json").is_file():
         Ledger(path.parent / "ledger.json").verify_file(path)
@@ -489,6 +472,4 @@ def read_corpus(path: str | Path) -> list[dict]:
 
 def write_corpus(path: str | Path, rows: Iterable[dict]) -> Path:
     """Write a corpus (one JSON object per row, each with a ``text`` field), atomically."""
-    from .artifacts import write_jsonl
-
     return write_jsonl(path, rows)

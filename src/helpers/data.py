@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 import ftfy
 
 from .artifacts import parse_jsonl, sha256_file
-from .config import data_dir
+from .config import data_dir, repo_root
 
 if TYPE_CHECKING:  # torch is imported lazily: loading text must not pay for it
     import torch
@@ -84,8 +84,6 @@ def checked(path: str | Path) -> Path:
 
 def loaded_files() -> dict[str, str]:
     """Every data file read so far in this process: path (relative to the repo when possible) -> SHA-256."""
-    from .config import repo_root
-
     out = {}
     root = repo_root().resolve()
     for p, d in sorted(_LOADED.items()):

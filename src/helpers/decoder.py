@@ -43,6 +43,8 @@ from transformers import activations as _hf_activations
 from transformers.models.gpt_neo import modeling_gpt_neo as _neo
 from transformers.utils import logging as _hf_logging
 
+from .config import is_local_path, require_output
+
 _hf_logging.disable_progress_bar()  # no "Loading weights"/"Writing model shards" bars in reports
 
 # ----------------------------------------------------------------------------- configurations
@@ -172,8 +174,6 @@ def build_decoder(spec: DecoderSpec | dict | GPTNeoConfig, fast: bool = True, se
 def load_decoder(path: str | Path, fast: bool = True, **kwargs: Any) -> GPTNeoForCausalLM:
     """Load a checkpoint written by ``save_pretrained`` (a folder or a hub name), fast attention by default.
     A missing local folder raises :class:`FileNotFoundError` naming the notebook that makes it (never a hub lookup)."""
-    from .config import is_local_path, require_output
-
     if is_local_path(path):
         require_output(path, "decoder")
     model = GPTNeoForCausalLM.from_pretrained(str(path), **kwargs)

@@ -23,8 +23,12 @@ from typing import Any, Iterable, Sequence
 
 import torch
 
+from .artifacts import fingerprint, read_jsonl, run_step, sha256_file, write_jsonl
+from .budgets import CorpusEntry
 from .data import EOT  # the end-of-text token (also generation.EOT)
-from .decoder import cache_kwarg, context_length
+from .decoder import cache_kwarg, context_length, load_decoder
+from .progress import progress as progress_bar
+from .tokenizers import load_tokenizer
 
 
 # ----------------------------------------------------------------------------- prompts
@@ -175,8 +179,6 @@ def generate(
     out: list[list[list[int]]] = [[] for _ in prompts]
     bar = None
     if progress:
-        from .progress import progress as progress_bar
-
         bar = progress_bar(total=len(prompts) * k, desc=desc, unit="story")
     for b, start in enumerate(range(0, len(order), per_batch)):
         chunk = order[start : start + per_batch]
@@ -293,8 +295,6 @@ def completion_rows(prompts: Sequence[Prompt], completions: Sequence[Sequence[st
 def register_generated(ledger, name: str, rows: Sequence[dict], generator_corpus: str, path: str, seed: int,
                        note: str = "") -> None:
     """Enter a generated corpus in the budget ledger (D_gen): words of prompts and of completions."""
-    from .budgets import CorpusEntry
-
     words = {"prompt": sum(len(r["prompt"].split()) for r in rows),
              "completion": sum(len(r["completion"].split()) for r in rows)}
     ledger.add(CorpusEntry(name, "gen", words, seed, {}, None, generator_corpus, path, note))
@@ -341,10 +341,6 @@ def cached_completions(
     """Completion rows of ``prompts`` by the checkpoint in ``model_dir``, generated once and kept as JSONL at
     ``path``; a rerun with the same weights, prompts and settings reads the file instead (``[skip]``)."""
     from pathlib import Path
-
-    from .artifacts import fingerprint, read_jsonl, run_step, sha256_file, write_jsonl
-    from .decoder import load_decoder
-    from .tokenizers import load_tokenizer
 
     model_dir, path = Path(model_dir), Path(path)
     weights = sorted(model_dir.glob("*.safetensors")) or sorted(model_dir.glob("*.bin"))

@@ -18,7 +18,8 @@ import time
 from pathlib import Path
 
 from .artifacts import write_text
-from .config import PROFILES, ParamsError, check_params, check_profile, params_file, read_yaml, repo_root, reports_dir
+from .config import (PROFILES, ParamsError, check_params, check_profile, params_file, read_yaml, repo_root, reports_dir,
+                     shown_path)
 
 
 class RunnerError(RuntimeError):
@@ -242,8 +243,6 @@ def _relative_metadata(nb: dict) -> bool:
     """papermill records the paths it was given (``metadata.papermill.input_path``/``output_path``): make them
     repository-relative (``notebooks/01_x.ipynb``, ``reports/cpu/notebooks/01_x.ipynb``), as ``shown_path`` does.
     True when something changed."""
-    from .config import shown_path
-
     meta = (nb.get("metadata") or {}).get("papermill")
     if not isinstance(meta, dict):
         return False
@@ -294,8 +293,6 @@ def tidy_report(path: Path) -> None:
     changed = _relative_metadata(nb) or changed
     changed = _relative_outputs(nb) or changed
     if changed:
-        from .artifacts import write_text
-
         try:
             write_text(path, json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
         except OSError as e:  # e.g. disk full: the executed copy is left as papermill wrote it, and the run goes on
@@ -342,7 +339,7 @@ def _run(profile: str, todo: list[tuple[Path, dict]], log_output: bool) -> list[
         timings.append({"notebook": nb.name, "seconds": round(dt, 1)})
         record_timing(profile, timings[-1])  # at once: a later failure or interruption does not lose it
         print(f"=== {nb.name} done in {dt / 60:.1f} min", flush=True)
-    from .reporting import write_requirements_lock
+    from .reporting import write_requirements_lock  # lazily, as below: reporting imports torch (~2 s)
 
     write_requirements_lock(profile)
     return timings
@@ -352,6 +349,7 @@ def record_timing(profile: str, timing: dict) -> None:
     """Add one finished notebook's time to ``reports/<profile>/timings.json`` (each notebook's latest run: a rerun
     that skips cached work shows only that) and append it to ``timings_history.jsonl`` (every run, with its date, git
     revision and CPU, so the time of a full run is not lost)."""
+    # lazily: hardware and reporting import torch (~2 s), which the runner's CLI checks (--help, params) do not need
     from .hardware import cpu_info
     from .reporting import git_revision
 
@@ -371,8 +369,6 @@ def record_timing(profile: str, timing: dict) -> None:
 
 def _short(p: Path) -> str:
     """``p`` relative to the repository, or to ``$STORYBENCH_REPORTS``/``$STORYBENCH_RUNS`` (as in reports)."""
-    from .config import shown_path
-
     return shown_path(p)
 
 

@@ -18,6 +18,7 @@ from typing import Iterable, Literal
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
+from .config import require_output
 from .data import EOT  # noqa: F401  (re-exported: the decoders' end-of-text token)
 
 DECODER_SPECIALS = ["[UNK]", EOT]
@@ -89,7 +90,6 @@ def train_tokenizer(
 
 
 def load_tokenizer(path: str | Path) -> PreTrainedTokenizerFast:
-    from .config import require_output
 
     path = Path(path)
     require_output(path, "tokenizer")
