@@ -92,6 +92,8 @@ def main(argv=None) -> None:
     ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     ap.add_argument("--profile", action="store_true", help="print a torch.profiler table of our path's steps")
     ap.add_argument("--no-bf16", action="store_true", help="skip the bf16 autocast path even where the CPU has native bf16")
+    ap.add_argument("--compile", action="store_true",
+                    help="also time our path with torch.compile on the transformer body (inductor; the first steps compile)")
     ap.add_argument("--profile-steps", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args(argv)
@@ -132,6 +134,11 @@ def main(argv=None) -> None:
     if bf16:  # the precision the cpu profile's "auto" picks on this CPU
         steps["fast path + bf16"] = make_step(copy.deepcopy(fast), batch, lm_loss, precision="bf16")
         steps["fast + bf16, HF head"] = make_step(copy.deepcopy(fast), batch, hf_loss, precision="bf16")
+    if a.compile:  # the precision "auto" picks, with the model body compiled (the loss head stays eager)
+        compiled = copy.deepcopy(fast)
+        compiled.transformer = torch.compile(compiled.transformer, dynamic=False)
+        steps["fast + compile" + (" + bf16" if bf16 else "")] = make_step(compiled, batch, lm_loss,
+                                                                          precision="bf16" if bf16 else "fp32")
     for name, step in steps.items():
         for _ in range(a.warmup):
             step()
@@ -165,6 +172,9 @@ def main(argv=None) -> None:
         print(f"ratio fused LM-head loss / HF loss head (bf16): {tps['fast path + bf16'] / tps['fast + bf16, HF head']:.2f}×")
     else:
         print("bf16 path not timed: " + ("--no-bf16" if a.no_bf16 else "this CPU has no native bf16 (fp32 is what precision: auto uses here)"))
+    for name in [n for n in tps if n.startswith("fast + compile")]:
+        ref = "fast path + bf16" if name.endswith("bf16") else "fast path (ours)"
+        print(f"ratio torch.compile / eager ({ref}): {tps[name] / tps[ref]:.2f}×")
     spread = max(max(ts) / min(ts) for ts in times.values())
     if spread > 1.3 or peak_after < 0.8 * peak_before:
         print(f"note: noisy machine (max/min step time up to {spread:.2f}×, matmul peak {peak_before:.1f} → "
