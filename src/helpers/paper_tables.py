@@ -43,7 +43,7 @@ def _with_paper(ours: pd.DataFrame, paper: pd.DataFrame, columns: Sequence[str])
     theirs = paper.rename(columns=PAPER_COLUMNS).assign(source="paper")
     table = pd.concat([ours, theirs[[c for c in columns if c in theirs.columns]]], ignore_index=True)
     text = [c for c in table.columns if c.endswith("95% CI") or c in ("stands for", "GLUE protocol")]
-    return table.fillna({c: "" for c in text})[[c for c in table.columns]]
+    return table.fillna({c: "" for c in text})
 
 
 def decoder_table(zero: Mapping[tuple[str, str], Any], decoders: Sequence[str], source: str,
