@@ -29,6 +29,7 @@ function, same distribution of dropout masks, different random draws than HF's e
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import math
@@ -439,10 +440,16 @@ _SWAPS = [(_neo.GPTNeoSelfAttention, FastGPTNeoSelfAttention), (torch.nn.Dropout
           (_hf_activations.NewGELUActivation, FastGELUNew)]
 
 
+@functools.lru_cache(maxsize=None)
+def _cache_name(cls: type) -> str:
+    return "cache" if "cache" in inspect.signature(cls.forward).parameters else "past_key_values"
+
+
 def cache_kwarg(model: torch.nn.Module, cache: Any) -> dict:
     """``{"cache": cache}`` for a model whose ``forward`` takes ``cache`` (transformers 5.24 on, which deprecates
-    ``past_key_values`` with a warning), else ``{"past_key_values": cache}``: the key-value cache of the next step."""
-    return {"cache" if "cache" in inspect.signature(type(model).forward).parameters else "past_key_values": cache}
+    ``past_key_values`` with a warning), else ``{"past_key_values": cache}``: the key-value cache of the next step.
+    The signature is read once per model class (this runs at every decoding step)."""
+    return {_cache_name(type(model)): cache}
 
 
 def enable_fast_attention(model: GPTNeoForCausalLM) -> GPTNeoForCausalLM:

@@ -259,25 +259,24 @@ def _relative_outputs(nb: dict, root: str | None = None) -> bool:
     """Outputs that name a file of the repository by its absolute path (a warning's ``/…/src/helpers/x.py:12:``,
     a traceback) name it relative to the repository instead. True when something changed."""
     prefix = str(root or repo_root()).rstrip("/") + "/"
+
+    def relative(v):  # a str or a list of str, prefix removed; None when it has none
+        if isinstance(v, str):
+            return v.replace(prefix, "") if prefix in v else None
+        if isinstance(v, list) and any(isinstance(x, str) and prefix in x for x in v):
+            return [x.replace(prefix, "") if isinstance(x, str) else x for x in v]
+        return None
+
     changed = False
     for cell in nb.get("cells", []):
         for o in cell.get("outputs") or []:
-            for key in ("text", "traceback"):
-                v = o.get(key)
-                if isinstance(v, list) and any(prefix in x for x in v):
-                    o[key] = [x.replace(prefix, "") for x in v]
-                    changed = True
-                elif isinstance(v, str) and prefix in v:
-                    o[key] = v.replace(prefix, "")
-                    changed = True
+            fields = [(o, key) for key in ("text", "traceback")]
             data = o.get("data") or {}
-            for mime, v in data.items():
-                if mime.startswith("text/") and isinstance(v, list) and any(prefix in x for x in v):
-                    data[mime] = [x.replace(prefix, "") for x in v]
-                    changed = True
-                elif mime.startswith("text/") and isinstance(v, str) and prefix in v:
-                    data[mime] = v.replace(prefix, "")
-                    changed = True
+            fields += [(data, mime) for mime in data if mime.startswith("text/")]
+            for holder, key in fields:
+                new = relative(holder.get(key))
+                if new is not None:
+                    holder[key], changed = new, True
     return changed
 
 
