@@ -70,6 +70,8 @@ RECIPES: dict[str, tuple[str, dict]] = {
     "lr5e-3-2000x16": ("the chosen recipe with lr 5e-3 and a 5 % warm-up",
                        {"train": {"lr": 5e-3, "min_lr": 5e-4, "warmup": 0.05, "stop_patience": None, "eval_every": 100,
                                   "save_every": 100}}),
+    "chosen-3000": ("the chosen recipe stretched to 3000 steps (12.3M tokens; the cosine schedule over 3000 steps)",
+                    {"train": {"steps": 3000, "stop_patience": None, "eval_every": 100, "save_every": 100}}),
     "chosen-full": ("the chosen recipe without early stopping, evaluated every 100 steps (the baseline of the rows above)",
                     {"train": {"stop_patience": None, "eval_every": 100, "save_every": 100}}),
     "chosen": ("the cpu profile's recipe (params/cpu/02_decoder_training.yaml as it is)", {}),

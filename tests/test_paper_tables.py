@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 
 import pandas as pd
+import pytest
 
 from helpers import evaluation, paper_tables
 
@@ -64,3 +65,39 @@ def test_encoder_table_marks_missing_and_scaled_glue():
     assert x["BLiMP 95% CI"].startswith("[") and paper["BLiMP 95% CI"] == ""
     assert paper["EWoK context"] == "no (organisers' pipeline)" and x["EWoK context"] == "yes"
     assert paper["Avg. note"] == ""
+
+
+class _ParadigmResult:  # what breakdown_table reads of an EvalResult
+    def __init__(self, rows):
+        self.by_paradigm = evaluation.summarise(rows, seed=0)["paradigm"]
+
+
+def test_breakdown_table_gives_each_phenomenon_its_interval():
+    rows = []
+    for ph, pars, p in (("agreement", ("a1", "a2"), 0.9), ("binding", ("b1",), 0.5)):
+        for par in pars:
+            rows += [{"task": "blimp", "paradigm": par, "phenomenon": ph, "pair_id": f"{par}-{i}",
+                      "correct": i < p * 50, "tie": False} for i in range(50)]
+    rows += [{"task": "ewok", "paradigm": "d", "phenomenon": "d", "pair_id": str(i), "correct": True, "tie": False}
+             for i in range(10)]
+    zero = {("encoder", "m"): _ParadigmResult(rows)}
+    t = paper_tables.breakdown_table(zero, ["m"], "blimp", "phenomenon").set_index("phenomenon")
+    assert list(t.index) == ["agreement", "binding"] and list(t.columns) == ["m", "m 95% CI", "pairs"]
+    assert t.loc["agreement", "m"] == 90.0 and t.loc["binding", "m"] == 50.0
+    assert t.loc["agreement", "pairs"] == 100 and t.loc["binding", "pairs"] == 50
+    for ph in t.index:
+        lo, hi = (float(x) for x in t.loc[ph, "m 95% CI"].strip("[]").split(","))
+        assert lo <= t.loc[ph, "m"] <= hi and hi - lo > 1, ph
+    wide = lambda s: float(s.strip("[]").split(",")[1]) - float(s.strip("[]").split(",")[0])  # noqa: E731
+    assert wide(t.loc["binding", "m 95% CI"]) > wide(t.loc["agreement", "m 95% CI"])  # fewer items, p = 0.5
+    with pytest.raises(ValueError, match="no supplement"):
+        paper_tables.breakdown_table(zero, ["m"], "supplement", "paradigm")
+    with pytest.raises(ValueError, match="level"):
+        paper_tables.breakdown_table(zero, ["m"], "blimp", "domain")
+
+
+def test_paper_breakdown_reads_the_reference_tables():
+    ref = pd.read_csv(paper_tables.__file__.rsplit("src", 1)[0] + "params/paper_reference/table4_blimp_phenomena_100m.csv")
+    t = paper_tables.paper_breakdown(ref)
+    assert t.columns[0] == "phenomenon" and all(c.startswith("paper: ") for c in t.columns[1:])
+    assert len(t) == len(ref) and "table" not in t.columns

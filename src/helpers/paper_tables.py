@@ -1,5 +1,6 @@
 """The BERTtime Stories tables rebuilt from our results: Table 1 (GPT-Neo decoders) and Table 2/3 (LTG-BERT
-encoders), our rows with a 95 % interval beside every zero-shot accuracy and the average, then the paper's rows.
+encoders), our rows with a 95 % interval beside every zero-shot accuracy and the average, then the paper's rows;
+Tables 4-6 (BLiMP by phenomenon, EWoK by domain, the supplement by task), one column per model with its interval.
 
 Our rows come from :class:`helpers.evaluation.EvalResult` summaries (intervals: a seeded bootstrap over items,
 stratified by paradigm) and, for the encoders, the GLUE average of :mod:`helpers.finetune`; the paper's rows from
@@ -12,7 +13,7 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from .evaluation import average_note, paper_ewok_has_context
+from .evaluation import average_note, paradigm_mean_interval, paper_ewok_has_context
 
 ZERO_SHOT = (("blimp", "BLiMP"), ("supplement", "Supp."), ("ewok", "EWoK"))
 PAPER_COLUMNS = {"training_data": "training data", "total_words": "total words", "blimp": "BLiMP",
@@ -85,3 +86,44 @@ def encoder_table(zero: Mapping[tuple[str, str], Any], encoders: Sequence[str], 
     table["EWoK context"] = ["no (organisers' pipeline)" if r["source"] == "paper" and not paper_ewok_has_context(r)
                              else "yes" for r in records]
     return table
+
+
+# task -> (the level its paper table breaks it down by, the paper's reference table, our table's name)
+BREAKDOWNS = {"blimp": ("phenomenon", "table4_blimp_phenomena_100m", "05_table4_blimp_phenomena"),
+              "ewok": ("paradigm", "table5_ewok_domains_100m", "05_table5_ewok_domains"),
+              "supplement": ("paradigm", "table6_supplement_100m", "05_table6_supplement")}
+
+
+def breakdown_table(zero: Mapping[tuple[str, str], Any], models: Sequence[str], task: str, level: str,
+                    kind: str = "encoder", confidence: float = 0.95, seed: int = 0) -> pd.DataFrame:
+    """Tables 4-6: one row per ``level`` (``"phenomenon"``: BLiMP's 12 phenomena; ``"paradigm"``: EWoK's domains,
+    the supplement's tasks) of ``task``, and per model its accuracy (%, the mean over the level's paradigms, as
+    the summaries) and ``"<model> 95% CI"`` (:func:`helpers.evaluation.paradigm_mean_interval`, seeded bootstrap
+    over items stratified by paradigm), then ``pairs`` scored per model (the same for every model of one run)."""
+    if level not in ("phenomenon", "paradigm"):
+        raise ValueError(f"level must be 'phenomenon' or 'paradigm', not {level!r}")
+    columns: dict[str, pd.Series] = {}
+    pairs = None
+    for name in models:
+        par = zero[(kind, name)].by_paradigm.query("task == @task")
+        if par.empty:
+            raise ValueError(f"{name} has no {task} results")
+        acc, ci, n = {}, {}, {}
+        for label, g in par.groupby(level, sort=False):
+            acc[label] = float(g["accuracy"].mean())
+            ci[label] = ci_text(*paradigm_mean_interval(g["pairs"], g["correct"], confidence, seed=seed))
+            n[label] = int(g["pairs"].sum())
+        columns[name], columns[f"{name} 95% CI"] = pd.Series(acc), pd.Series(ci)
+        pairs = pd.Series(n) if pairs is None else pairs
+    table = pd.DataFrame(columns).sort_index()
+    table["pairs"] = pairs.reindex(table.index)
+    return table.rename_axis(level).reset_index()
+
+
+def paper_breakdown(reference: pd.DataFrame) -> pd.DataFrame:
+    """One of the paper's Tables 4-6 (``params/paper_reference/table{4,5,6}_*.csv``) as printed beside ours: its
+    level column first, every model column prefixed ``paper: ``."""
+    level = reference.columns[2]
+    paper = reference.drop(columns=["table", "track"]).set_index(level)
+    paper.columns = [f"paper: {c}" for c in paper.columns]
+    return paper.reset_index()
