@@ -101,3 +101,22 @@ def test_paper_breakdown_reads_the_reference_tables():
     t = paper_tables.paper_breakdown(ref)
     assert t.columns[0] == "phenomenon" and all(c.startswith("paper: ") for c in t.columns[1:])
     assert len(t) == len(ref) and "table" not in t.columns
+
+
+def test_glue_table_gives_every_task_score_its_interval_and_flags_scaled_tasks():
+    runs = pd.DataFrame([
+        {"model": "x", "task": "cola", "score": 0.10, "ci_low": 0.02, "ci_high": 0.20, "protocol": "standard"},
+        {"model": "x", "task": "boolq", "score": 0.60, "ci_low": 0.55, "ci_high": 0.66,
+         "protocol": "scaled (train carved from validation)"},
+        {"model": "y", "task": "cola", "score": 0.30, "ci_low": 0.20, "ci_high": 0.40, "protocol": "standard"},
+        {"model": "y", "task": "boolq", "score": 0.70, "ci_low": 0.64, "ci_high": 0.75, "protocol": "standard"}])
+    paper = pd.DataFrame([{"table": 7, "track": "strict", "training_data": "baby-100M", "cola": 40.0, "boolq": 70.0}])
+    t = paper_tables.glue_table(runs, ["boolq", "cola"], paper)
+    assert list(t.columns[:4]) == ["boolq", "boolq 95% CI", "cola", "cola 95% CI"]
+    assert t.loc["x", "cola"] == 10.0 and t.loc["x", "cola 95% CI"] == "[2.0, 20.0]"
+    assert math.isclose(t.loc["y", "GLUE avg."], 50.0)
+    assert t.loc["x", "GLUE protocol"].startswith("scaled protocol: boolq") and t.loc["y", "GLUE protocol"] == "standard"
+    p = t.loc["paper: baby-100M (100M track)"]
+    assert p["GLUE avg."] == 55.0 and p["cola 95% CI"] == "" and p["GLUE protocol"].startswith("paper")
+    with pytest.raises(ValueError, match="no fine-tuning runs for mrpc"):
+        paper_tables.glue_table(runs, ["boolq", "mrpc"], paper)

@@ -44,3 +44,41 @@ def test_ours_vs_paper_refuses_ambiguous_intervals():
     z = pd.concat([_intervals(), _intervals().assign(kind="decoder")])
     with pytest.raises(ValueError, match="one kind"):
         reporting.plot_ours_vs_paper(_comparison(), z)
+
+
+def test_story_views_draw_intervals_chance_and_every_model():
+    import matplotlib.pyplot as plt
+
+    from helpers import story_views as SV
+    from helpers.judge_validity import CORRUPTIONS, VALIDITY_CRITERIA
+    from helpers.story_eval import SUITES
+
+    validity = pd.DataFrame([{"criterion": c, "corruption": k, "real wins": 0.7, "low": 0.6, "high": 0.8}
+                             for c in VALIDITY_CRITERIA for k in [*CORRUPTIONS, "all"]])
+    m = SV.validity_matrix(validity)
+    assert list(m.index) == list(VALIDITY_CRITERIA) and list(m.columns) == [*CORRUPTIONS, "all"]
+    assert m.iloc[0, 0] == "70 [60, 80]"
+    fig = SV.plot_validity(validity, "v")
+    ax = fig.axes[0]
+    assert [float(y) for y in ax.lines[-1].get_ydata()] == [0.5, 0.5]  # chance: cannot tell real from corrupted
+    assert len(ax.patches) == len(VALIDITY_CRITERIA) * (len(CORRUPTIONS) + 1)
+    plt.close(fig)
+
+    graded = pd.DataFrame([{"suite": s, "model": mdl, "grade": g} for s in SUITES for mdl in ("a", "b")
+                           for g in ("success", "fail", "fail")])
+    fig = SV.plot_themed_grades(graded, ["a", "b"], {s: 3 for s in SUITES})
+    heights = [p.get_height() for p in fig.axes[0].patches]
+    assert sum(heights) == 6 and len(fig.axes[0].patches) == 2 * 3  # 2 models x 3 grades, stacked
+    plt.close(fig)
+
+    means = pd.DataFrame([{"model": mdl, "decoding": dec, "grammar": 6.0, "grammar low": 5.0, "grammar high": 7.0}
+                          for dec in ("greedy", "nucleus") for mdl in ("a", "b")])
+    fig = SV.plot_judge_scores(means, ["a", "b"], ["grammar"], "t")
+    assert len(fig.axes) == 2 and len(fig.axes[0].containers) == 2  # bars + error bars per panel
+    plt.close(fig)
+
+    words = pd.DataFrame([{"prompts": "bundled 50", "model": mdl, "share of required words used": 0.5,
+                           "chance (words of another prompt)": 0.1} for mdl in ("a", "b")])
+    fig = SV.plot_instruct_words(words, ["bundled 50"])
+    assert len(fig.axes[0].patches) == 4
+    plt.close(fig)

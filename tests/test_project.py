@@ -69,7 +69,7 @@ def test_helpers_import_order_has_no_cycles():
              "masking", "training", "recipes", "generation", "compressor", "memory", "continuation_health", "rouge", "self_bleu",
              "ngram_index", "memorisation", "minimal_pairs", "lm_scoring", "evaluation", "glue_tasks",
              "finetune_setup", "classifier", "finetune", "paper_tables", "reference", "judge", "judge_client", "judge_local",
-             "judge_runs", "judge_validity", "folding", "story_eval", "instruct", "instruct_files", "lexicon", "interpret", "interpret_tables",
+             "judge_runs", "judge_validity", "folding", "story_eval", "instruct", "instruct_files", "story_views", "lexicon", "interpret", "interpret_tables",
              "interpret_views", "architecture", "reporting", "notebook", "findings", "runner"]
     rank = {m: i for i, m in enumerate(order)}
     for f in sorted((ROOT / "src" / "helpers").glob("*.py")):

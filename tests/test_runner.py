@@ -1,3 +1,5 @@
+import os
+
 import pytest
 import yaml
 
@@ -40,3 +42,36 @@ def test_selection():
 def test_cli_error_exit_code(capsys):
     assert runner.main(["--profile", "nope"]) == 1
     assert "unknown profile" in capsys.readouterr().err
+
+
+def test_kernels_start_on_ipc_sockets_without_the_tcp_warning(tmp_path, monkeypatch, capfd):
+    import nbformat
+    import papermill as pm
+
+    from helpers.runner import kernel_transport
+
+    monkeypatch.setenv("STORYBENCH_KERNEL_TRANSPORT", "tcp")
+    assert kernel_transport() == {}
+    monkeypatch.setenv("STORYBENCH_KERNEL_TRANSPORT", "zmq")
+    with pytest.raises(ValueError, match="ipc or tcp"):
+        kernel_transport()
+    monkeypatch.delenv("STORYBENCH_KERNEL_TRANSPORT")
+    if os.name == "nt":
+        assert kernel_transport() == {}
+        return
+    kw = kernel_transport()
+    assert kw["config"]["KernelManager"]["transport"] == "ipc"
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(6 * 7)")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, tmp_path / "in.ipynb")
+    capfd.readouterr()
+    pm.execute_notebook(str(tmp_path / "in.ipynb"), str(tmp_path / "out.ipynb"), progress_bar=False, **kw)
+    out = nbformat.read(tmp_path / "out.ipynb", as_version=4)
+    assert out.cells[0].outputs[0]["text"] == "42\n"
+    assert "without encryption" not in capfd.readouterr().err
+    # the same kernel on TCP prints the warning (ipykernel >= 7), so the check above can fail
+    import ipykernel
+
+    if int(ipykernel.__version__.split(".")[0]) >= 7:
+        pm.execute_notebook(str(tmp_path / "in.ipynb"), str(tmp_path / "out2.ipynb"), progress_bar=False)
+        assert "without encryption" in capfd.readouterr().err

@@ -6,7 +6,7 @@ module holds):
     -> training -> recipes -> generation -> compressor/memory
     -> continuation_health/rouge/self_bleu/ngram_index/memorisation
     -> minimal_pairs -> lm_scoring -> evaluation -> glue_tasks -> finetune_setup -> classifier -> finetune
-    -> judge* -> story_eval/instruct -> lexicon -> interpret -> interpret_tables/interpret_views -> architecture
+    -> judge* -> story_eval/instruct -> story_views -> lexicon -> interpret -> interpret_tables/interpret_views -> architecture
     -> reporting -> notebook -> findings -> runner
 """
 __version__ = "0.1.0"

@@ -1,6 +1,7 @@
 """The BERTtime Stories tables rebuilt from our results: Table 1 (GPT-Neo decoders) and Table 2/3 (LTG-BERT
 encoders), our rows with a 95 % interval beside every zero-shot accuracy and the average, then the paper's rows;
-Tables 4-6 (BLiMP by phenomenon, EWoK by domain, the supplement by task), one column per model with its interval.
+Tables 4-6 (BLiMP by phenomenon, EWoK by domain, the supplement by task), one column per model with its interval;
+Table 7 (GLUE by task), every score with its interval.
 
 Our rows come from :class:`helpers.evaluation.EvalResult` summaries (intervals: a seeded bootstrap over items,
 stratified by paradigm) and, for the encoders, the GLUE average of :mod:`helpers.finetune`; the paper's rows from
@@ -14,6 +15,7 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from .evaluation import average_note, paradigm_mean_interval, paper_ewok_has_context
+from .finetune import protocol_note
 
 ZERO_SHOT = (("blimp", "BLiMP"), ("supplement", "Supp."), ("ewok", "EWoK"))
 PAPER_COLUMNS = {"training_data": "training data", "total_words": "total words", "blimp": "BLiMP",
@@ -127,3 +129,30 @@ def paper_breakdown(reference: pd.DataFrame) -> pd.DataFrame:
     paper = reference.drop(columns=["table", "track"]).set_index(level)
     paper.columns = [f"paper: {c}" for c in paper.columns]
     return paper.reset_index()
+
+
+def glue_table(runs: pd.DataFrame, tasks: Sequence[str], paper: pd.DataFrame) -> pd.DataFrame:
+    """Table 7: one row per fine-tuned model of ``runs`` (:func:`helpers.finetune.finetune_many`'s rows: ``model``,
+    ``task``, ``score``, ``ci_low``, ``ci_high`` as fractions, ``protocol``), per task its score in % and
+    ``"<task> 95% CI"`` (the bootstrap over test examples of the run), ``GLUE avg.`` (the unweighted mean over
+    ``tasks``; no interval: the runs keep no per-example predictions to resample jointly) and ``GLUE protocol``
+    (``"standard"`` or which tasks ran the scaled protocol); then the paper's rows (``paper: <data> (100M track)``),
+    which have no intervals. Indexed by ``model``."""
+    missing = sorted(set(tasks) - set(runs["task"]))
+    if missing:
+        raise ValueError(f"no fine-tuning runs for {', '.join(missing)}")
+    score = runs.pivot(index="model", columns="task", values="score")[list(tasks)] * 100
+    low = runs.pivot(index="model", columns="task", values="ci_low")[list(tasks)] * 100
+    high = runs.pivot(index="model", columns="task", values="ci_high")[list(tasks)] * 100
+    ours = pd.DataFrame(index=score.index)
+    for t in tasks:
+        ours[t] = score[t]
+        ours[f"{t} 95% CI"] = [ci_text(lo, hi) for lo, hi in zip(low[t], high[t])]
+    ours["GLUE avg."] = score.mean(axis=1)
+    ours["GLUE protocol"] = [protocol_note(runs[runs["model"] == m], tasks) or "standard" for m in ours.index]
+    theirs = paper.set_index("training_data")[list(tasks)]
+    theirs = theirs.assign(**{"GLUE avg.": theirs.mean(axis=1), "GLUE protocol": "paper (BabyLM training files)"})
+    theirs.index = [f"paper: {i} (100M track)" for i in theirs.index]
+    table = pd.concat([ours, theirs])
+    table = table.fillna({f"{t} 95% CI": "" for t in tasks})
+    return table.rename_axis("model")

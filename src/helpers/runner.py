@@ -302,6 +302,21 @@ def tidy_report(path: Path) -> None:
 clean_streams = tidy_report  # the former name
 
 
+def kernel_transport() -> dict:
+    """papermill keyword arguments that start the notebook's kernel on local IPC sockets (files in Jupyter's
+    runtime folder, readable by this user only) instead of TCP on localhost: the kernel and the runner share this
+    machine, and ipykernel ≥ 7 warns at every start that TCP carries code and outputs unencrypted. Windows has no
+    IPC transport: there (and where ``STORYBENCH_KERNEL_TRANSPORT=tcp``) the default TCP stays."""
+    transport = os.environ.get("STORYBENCH_KERNEL_TRANSPORT", "tcp" if os.name == "nt" else "ipc")
+    if transport not in ("ipc", "tcp"):
+        raise ValueError(f"STORYBENCH_KERNEL_TRANSPORT must be ipc or tcp, not {transport!r}")
+    if transport == "tcp":
+        return {}
+    from traitlets.config import Config
+
+    return {"config": Config({"KernelManager": {"transport": "ipc"}})}
+
+
 def _run(profile: str, todo: list[tuple[Path, dict]], log_output: bool) -> list[dict]:
     import papermill as pm
     from nbclient.exceptions import DeadKernelError
@@ -321,6 +336,7 @@ def _run(profile: str, todo: list[tuple[Path, dict]], log_output: bool) -> list[
             pm.execute_notebook(
                 str(nb), str(out), parameters=params, kernel_name=kernel, cwd=str(Path(env_root) / "notebooks"),
                 progress_bar=False, log_output=log_output, request_save_on_cell_execute=True,
+                **kernel_transport(),
             )
         except PapermillExecutionError as e:
             raise RunnerError(
