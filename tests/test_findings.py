@@ -213,3 +213,13 @@ def test_decoder_sentences_ordering_noise_and_overfitting():
     s = findings.decoders(_decoder_table([4.0, 3.5, 3.0]), slight, budgets)
     assert "overfits" not in s[1] and "within the ~0.03 noise level" in s[1]
     assert findings.decoders(_decoder_table([4.0, 3.5, 3.0]), over, ["x"]) == ["no decoder results in this run"]
+
+
+def test_seed_replicates_reads_the_gap_against_the_intervals():
+    df = pd.DataFrame([{"kind": "encoder", "model": m, "task": "BLiMP", "pairs": 4000, "accuracy": a,
+                        "ci_low": a - 1.4, "ci_high": a + 1.4} for m, a in (("m", 57.9), ("m (seed 7)", 54.6), ("n", 56.0))])
+    s = findings.seed_replicates(df, {"m (seed 7)": "m"})
+    assert len(s) == 1 and "a gap of 3.3 points" in s[0] and "not evidence" in s[0] and "±1.4" in s[0]
+    close = findings.seed_replicates(df, {"n": "m"})[0]  # 1.9 apart: the intervals overlap
+    assert "within the item intervals" in close
+    assert "not scored" in findings.seed_replicates(df, {"x": "m"})[0]

@@ -261,3 +261,20 @@ def test_training_loop_with_lamb_resumes_exactly(tmp_path):
     assert res.resumed_from == 4 and res.steps == 8
     for (k, a), (_, b) in zip(ref.state_dict().items(), resumed.state_dict().items()):
         assert torch.equal(a, b), k
+
+
+def test_a_masking_departure_enters_the_encoder_fingerprint_and_the_reference_does_not(monkeypatch, tmp_path):
+    """``plan_encoders(masking=...)`` gives the training blocks a MaskingConfig; ``train_encoder`` adds it to the
+    run's spec (so a changed mask rate retrains) only when it departs from the reference's."""
+    from helpers import recipes
+    from helpers.ltg_bert import ltg_bert_config
+
+    seen = []
+    monkeypatch.setattr(recipes, "train_or_skip", lambda name, build, spec, *a, **k: seen.append(spec))
+    tok = TokenIds(vocab_size=64, mask_id=4, cls_id=1, sep_id=2, pad_id=3, special_ids=(0, 1, 2, 3, 4, 5))
+    blocks = torch.randint(6, 64, (4, 16))
+    for cfg in (MaskingConfig(), MaskingConfig(mask_p=0.3)):
+        run = recipes.EncoderRun("m", ["c"], False, None, MaskedBlocks(blocks, tok, masking=cfg), {"all": None},
+                                 ltg_bert_config("smoke", 64), None, {}, {})
+        recipes.train_encoder(run, tmp_path / str(cfg.mask_p), progress=False)
+    assert "masking" not in seen[0] and seen[1]["masking"]["mask_p"] == 0.3

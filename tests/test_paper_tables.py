@@ -120,3 +120,13 @@ def test_glue_table_gives_every_task_score_its_interval_and_flags_scaled_tasks()
     assert p["GLUE avg."] == 55.0 and p["cola 95% CI"] == "" and p["GLUE protocol"].startswith("paper")
     with pytest.raises(ValueError, match="no fine-tuning runs for mrpc"):
         paper_tables.glue_table(runs, ["boolq", "mrpc"], paper)
+
+
+def test_glue_runs_table_gives_scores_and_intervals_in_percent():
+    runs = pd.DataFrame([{"model": "x", "task": "cola", "metric": "mcc", "score": 0.10, "ci_low": 0.02, "ci_high": 0.20,
+                          "dev_metric": 0.1, "best_epoch": 2, "n_train": 256, "n_dev": 50, "n_test": 300,
+                          "protocol": "standard", "seconds": 3.0}])
+    t = paper_tables.glue_runs_table(runs)
+    assert tuple(t.columns) == paper_tables.GLUE_RUN_COLUMNS
+    assert (t.loc[0, "score (%)"], t.loc[0, "CI low (%)"], t.loc[0, "CI high (%)"]) == (10.0, 2.0, 20.0)
+    assert "score (%)" not in runs.columns  # the runs are left as they were

@@ -4,6 +4,7 @@ from __future__ import annotations
 import matplotlib
 
 matplotlib.use("Agg")
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -81,4 +82,34 @@ def test_story_views_draw_intervals_chance_and_every_model():
                            "chance (words of another prompt)": 0.1} for mdl in ("a", "b")])
     fig = SV.plot_instruct_words(words, ["bundled 50"])
     assert len(fig.axes[0].patches) == 4
+    plt.close(fig)
+
+
+def test_generation_views_draw_bands_panels_and_every_model():
+    import matplotlib.pyplot as plt
+
+    from helpers import generation_views as GV
+
+    sb = pd.DataFrame([{"model": m, "k": k, "self-BLEU": 0.1 * k, "ci_low": 0.1 * k - 0.05, "ci_high": 0.1 * k + 0.05}
+                       for m in ("a", "b") for k in (2, 3, 4)])
+    fig = GV.plot_self_bleu(sb, {"a": 3, "b": None}, 0.95, 25, "knee")
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == ["a (k = 3)", "b (k = undefined: flat)"]
+    assert len(ax.lines) == 2 and len(ax.collections) == 2  # a curve and a band per model
+    plt.close(fig)
+
+    rng = np.random.default_rng(0)
+    per = pd.DataFrame([{"model": m, "prompts": p, **{c: float(rng.random()) for c, _, _ in GV.MEMORISATION_PANELS}}
+                        for m in ("a", "b") for p in ("train", "held-out") for _ in range(20)])
+    fig = GV.plot_memorisation_histograms(per, 20)
+    assert [a.get_title() for a in fig.axes[:4]] == [t for _, t, _ in GV.MEMORISATION_PANELS]
+    assert fig.axes[2].lines[-1].get_xdata()[0] == 20  # the copy threshold
+    plt.close(fig)
+
+    pooled = pd.DataFrame([{"model": m, "completions": 300, "ended (%)": 80.0, "ended CI low": 75.0, "ended CI high": 85.0,
+                            "loops (%)": 40.0, "loops CI low": 35.0, "loops CI high": 45.0} for m in ("a", "b", "real")])
+    fig = GV.plot_continuation_health(pooled, 256)
+    assert [len(a.patches) for a in fig.axes] == [3, 3]
+    assert "300 each" in fig._suptitle.get_text()
     plt.close(fig)

@@ -42,6 +42,30 @@ def zero_shot(intervals: pd.DataFrame, task: str = "BLiMP") -> list[str]:
     return out
 
 
+def seed_replicates(intervals: pd.DataFrame, replicates: Mapping[str, str], task: str = "BLiMP") -> list[str]:
+    """Notebook 05: for each ``replicate -> original`` pair (the same mix trained with another seed), the gap
+    between the two models' ``task`` accuracies set against their item intervals. The item bootstrap measures
+    which pairs were drawn, not which seed trained the model: when two seeds differ by more than their intervals
+    allow, gaps of that size between other models are not evidence of a difference. ``intervals`` as in
+    :func:`zero_shot`."""
+    part = intervals[intervals.task == task].set_index("model")
+    out = []
+    for rep, orig in replicates.items():
+        if rep not in part.index or orig not in part.index:
+            out.append(f"seed replicate {rep} of {orig}: not scored in this run")
+            continue
+        a, b = part.loc[orig], part.loc[rep]
+        gap = abs(float(a.accuracy) - float(b.accuracy))
+        half = max(float(a.ci_high - a.ci_low), float(b.ci_high - b.ci_low)) / 2
+        verdict = (f"larger than the item intervals (±{half:.1f}) allow: the training seed moves {task} by this much, "
+                   f"so gaps between models below ~{gap:.1f} points are not evidence (one pair of seeds: a rough "
+                   "size, not an interval)" if _separated(a, b) else
+                   f"within the item intervals (±{half:.1f}): this pair of seeds shows no seed effect beyond them")
+        out.append(f"two seeds of {orig}: {task} {a.accuracy:.1f} and {b.accuracy:.1f} ({rep}), a gap of {gap:.1f} "
+                   f"points, {verdict}")
+    return out
+
+
 def _compare(a: pd.Series, b: pd.Series, value: str) -> str:
     """How two estimates with 95 % intervals (``ci_low``/``ci_high``) relate: separated, each inside the other's
     interval, or overlapping."""

@@ -131,6 +131,19 @@ def paper_breakdown(reference: pd.DataFrame) -> pd.DataFrame:
     return paper.reset_index()
 
 
+GLUE_RUN_COLUMNS = ("model", "task", "metric", "score (%)", "CI low (%)", "CI high (%)", "dev_metric", "best_epoch",
+                    "n_train", "n_dev", "n_test", "protocol")
+
+
+def glue_runs_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per fine-tuning run (:func:`helpers.finetune.finetune_many`'s rows) with its score and the bounds of
+    its 95 % interval (bootstrap over test examples) in %, and what the run used: the dev metric, the best epoch,
+    the split sizes and the protocol (:data:`GLUE_RUN_COLUMNS`)."""
+    out = runs.assign(**{"score (%)": 100 * runs["score"], "CI low (%)": 100 * runs["ci_low"],
+                         "CI high (%)": 100 * runs["ci_high"]})
+    return out[list(GLUE_RUN_COLUMNS)]
+
+
 def glue_table(runs: pd.DataFrame, tasks: Sequence[str], paper: pd.DataFrame) -> pd.DataFrame:
     """Table 7: one row per fine-tuned model of ``runs`` (:func:`helpers.finetune.finetune_many`'s rows: ``model``,
     ``task``, ``score``, ``ci_low``, ``ci_high`` as fractions, ``protocol``), per task its score in % and

@@ -29,7 +29,7 @@ from .config import load_params, run_dir, shown_path
 from .data import EOT, PackedBlocks, encoder_segments, pack_blocks
 from .decoder import FAST_PATH_VERSION, DecoderSpec, build_decoder, regularisation_for_budget, regularisation_for_epochs
 from .ltg_bert import LtgBertForMaskedLM, ltg_bert_config
-from .masking import LongPhaseBlocks, MaskedBlocks, TokenIds, encode_encoder_blocks, mlm_loss
+from .masking import LongPhaseBlocks, MaskedBlocks, MaskingConfig, TokenIds, encode_encoder_blocks, mlm_loss
 from .tokenizers import encode_stories, load_tokenizer, train_tokenizer
 from .training import (TrainConfig, TrainingDiverged, TrainResult, _ckpt_step, init_distributed, lm_loss,
                        read_metrics, train)
@@ -245,7 +245,7 @@ class EncoderRun:
                 **{f"words {k}": kind.get(k, 0) for k in ("baby", "tiny", "gen")},
                 "words (rule)": self.words.get("rule", kind.get("baby", 0) + kind.get("tiny", 0)),
                 **{f"blocks {g}": self.blocks.get(f"{g} (raw)", 0) for g in ("baby", "stories")},
-                "blocks (trained on)": self.blocks["total"],
+                "blocks (trained on)": self.blocks["total"], "seed": self.cfg.seed,
                 "epochs": round(self.train_data.epochs(self.cfg.steps, self.cfg.batch_size), 2)}
 
 
@@ -297,14 +297,19 @@ def plan_encoders(
     min_frequency: int = 2,
     valid_blocks: int | None = None,
     log: Callable[[str], None] = print,
+    masking: dict | None = None,
 ) -> dict[str, EncoderRun]:
     """The encoder runs of notebook 04: for every mix ``{"name", "corpora", "balanced"}`` the challenge rule is
     checked through the ledger (a mix that breaks it raises :class:`~helpers.budgets.BudgetError` unless it says
     ``allow_over_budget: true``), its documents are normalised and segmented, an encoder tokenizer is trained on
     them, and the token stream is cut into ``[CLS] … [SEP]`` blocks of ``block`` tokens; with ``balanced`` the BabyLM
-    blocks and the TinyStories(+generated) blocks get equal total sampling probability. Validation: held-out
-    TinyStories stories and held-out BabyLM documents, masked once."""
+    blocks and the TinyStories(+generated) blocks get equal total sampling probability; with ``seed`` the mix trains
+    with its own seed (initialisation, data order, masks), e.g. a replicate of another mix. Validation: held-out
+    TinyStories stories and held-out BabyLM documents (the same for every mix), masked once with the reference's masking (so validation
+    losses compare across ``masking`` settings). ``masking`` overrides :class:`~helpers.masking.MaskingConfig`
+    fields for the training data (e.g. ``{"mask_p": 0.3}``)."""
     run_dir = Path(run_dir)
+    train_masking = MaskingConfig(**(masking or {}))
     train = dict(train)
     long_phase = {k: train.pop(k) for k in ("long_block", "long_from", "long_batch_fraction") if k in train}
     ledger = Ledger(run_dir / "data" / "ledger.json")
@@ -312,6 +317,7 @@ def plan_encoders(
     runs = {}
     for mix in mixes:
         name, corpora, balanced = mix["name"], list(mix["corpora"]), bool(mix.get("balanced", False))
+        seed = int(mix.get("seed", train.get("seed", 0)))  # a mix may train with its own seed (a replicate)
         by_kind = ledger.check_mix(corpora, track_budget, allow_over_budget=bool(mix.get("allow_over_budget", False)))
         by_source: dict[str, int] = {}
         for c in corpora:
@@ -332,21 +338,21 @@ def plan_encoders(
             if texts:
                 groups[group] = encode_encoder_blocks(tok, texts, block).blocks
         counts = {f"{g} (raw)": len(b) for g, b in groups.items()}
-        blocks = balance_blocks(groups, train.get("seed", 0)) if balanced and len(groups) > 1 else torch.cat(list(groups.values()))
+        blocks = balance_blocks(groups, seed) if balanced and len(groups) > 1 else torch.cat(list(groups.values()))
         counts["total"] = len(blocks)
-        train_data = MaskedBlocks(blocks, ids, seed=train.get("seed", 0))
+        train_data = MaskedBlocks(blocks, ids, seed=seed, masking=train_masking)
         if long_phase.get("long_block"):
             texts = {g: [d for c in corpora if ledger[c].kind in kinds for d in docs[c]]
                      for g, kinds in (("baby", ("baby",)), ("stories", ("tiny", "gen")))}
             train_data = long_phase_data(tok, train_data, {g: t for g, t in texts.items() if t}, balanced,
-                                         int(train["steps"]), train.get("seed", 0), **long_phase)
+                                         int(train["steps"]), seed, **long_phase)
             counts["long phase"] = {"block": int(long_phase["long_block"]), "blocks": len(train_data.long.blocks),
                                     "from step": train_data.switch_step, "batch fraction": train_data.long_batch_fraction}
         valid = {k: encode_encoder_blocks(tok, v, block, max_blocks=valid_blocks, seed=train.get("seed", 0)) for k, v in held.items()}
         valid["all"] = MaskedBlocks(torch.cat([valid["tiny"].blocks, valid["baby"].blocks]), ids, seed=train.get("seed", 0))
         config = ltg_bert_config(model, vocab_size=len(tok), pad_token_id=ids.pad_id, cls_token_id=ids.cls_id,
                                  sep_token_id=ids.sep_id, mask_token_id=ids.mask_id)
-        runs[name] = EncoderRun(name, corpora, balanced, tok, train_data, valid, config, TrainConfig(**train),
+        runs[name] = EncoderRun(name, corpora, balanced, tok, train_data, valid, config, TrainConfig(**{**train, "seed": seed}),
                                 {"by_kind": {k: v for k, v in by_kind.items() if v}, "by_source": by_source,
                                                  "rule": ledger.rule_words(corpora)["counted"]}, counts)
     return runs
@@ -357,6 +363,9 @@ def train_encoder(run: EncoderRun, out_dir: str | Path, progress: bool = True, l
     words per source are stored with the run (``train_state.json``) and next to the model (``best/mix.json``)."""
     mix = {"corpora": run.corpora, "balanced": run.balanced, "words": run.words, "blocks": run.blocks}
     spec = {k: v for k, v in run.config.to_dict().items() if k not in ("transformers_version", "architectures", "auto_map")}
+    masking = getattr(run.train_data, "short", run.train_data).masking
+    if masking != MaskingConfig():  # only a departure enters the fingerprint (runs with the reference's stay valid)
+        spec["masking"] = asdict(masking)
     res = train_or_skip(run.name, lambda: LtgBertForMaskedLM(run.config), spec, run.train_data,
                         run.valid_data["all"], run.tokenizer, run.cfg, out_dir, mlm_loss, progress, log, extra={"mix": mix})
     write_json(Path(out_dir) / "best" / "mix.json", mix)
