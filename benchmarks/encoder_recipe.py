@@ -38,7 +38,7 @@ NO_DROPOUT = {"preset": "cpu", "dropout": 0.0}
 # name -> (what it tests, overrides of notebook 04's params: "model", "train" (merged key by key), "masking")
 RECIPES: dict[str, tuple[str, dict]] = {
     "current": ("params/cpu/04 before this search: lr 1e-3, dropout 0.1, 600 x 32 blocks of 128, 15 % span masking",
-                {"model": "cpu"}),
+                {"model": "cpu", "model_dropout": None}),
     "nodrop": ("dropout 0 (under two passes over the data: nothing to regularise yet); the cpu profile's choice",
                {"model": NO_DROPOUT}),
     "lr2e-3-nodrop": ("dropout 0, lr 2e-3 (min 2e-4)", {"model": NO_DROPOUT, "train": {"lr": 2e-3, "min_lr": 2e-4}}),
@@ -75,6 +75,8 @@ def merged_params(profile: str, overrides: dict) -> dict:
     p = copy.deepcopy(config.load_params(profile, "04"))
     for key, value in overrides.items():
         p[key] = {**p[key], **value} if key == "train" else value
+    if p.get("model_dropout") is not None and isinstance(p["model"], str):  # as notebook 04 derives its model
+        p["model"] = {"preset": p["model"], "dropout": p["model_dropout"]}
     return p
 
 
