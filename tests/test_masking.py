@@ -278,3 +278,11 @@ def test_a_masking_departure_enters_the_encoder_fingerprint_and_the_reference_do
                                  ltg_bert_config("smoke", 64), None, {}, {})
         recipes.train_encoder(run, tmp_path / str(cfg.mask_p), progress=False)
     assert "masking" not in seen[0] and seen[1]["masking"]["mask_p"] == 0.3
+
+
+def test_encoder_model_applies_model_dropout_to_a_preset_or_a_spec():
+    from helpers.recipes import encoder_model
+
+    assert encoder_model("cpu") == "cpu" and encoder_model("cpu", None) == "cpu"
+    assert encoder_model("cpu", 0.0) == {"preset": "cpu", "dropout": 0.0}
+    assert encoder_model({"preset": "cpu", "hidden": 192}, 0.0) == {"preset": "cpu", "hidden": 192, "dropout": 0.0}

@@ -46,7 +46,7 @@ HOMES = {
                    "model_digest", "tokenizer_digest", "make_scorer", "evaluate_model", "PAPER_BENCHMARKS",
                    "paper_authors_row", "paper_ewok_has_context", "compare_with_paper"],
     "recipes": ["encode_blocks", "blocks_digest", "train_or_skip", "train_decoder", "DecoderRun", "plan_decoders",
-                "EncoderRun", "encoder_documents", "balance_blocks", "long_phase_data", "plan_encoders",
+                "EncoderRun", "encoder_documents", "balance_blocks", "long_phase_data", "encoder_model", "plan_encoders",
                 "train_encoder"],
     "glue_tasks": ["TaskSpec", "STANDARD", "SCALED", "render", "Example", "read_rows",
                    "train_file", "load_examples", "carve_splits", "subsample", "accuracy", "f1_binary", "mcc",

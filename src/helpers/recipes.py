@@ -286,6 +286,14 @@ def long_phase_data(tok, short, texts: dict[str, list[str]], balanced: bool, ste
     return LongPhaseBlocks(short, long, steps, long_from, long_batch_fraction)
 
 
+def encoder_model(model: str | dict, dropout: float | None = None) -> str | dict:
+    """Notebook 04's ``model`` (an LTG-BERT preset name or spec dict) with its ``model_dropout`` applied: ``None``
+    keeps the preset's dropout, a number overrides both dropouts (``ltg_bert.ltg_bert_config``'s ``dropout``)."""
+    if dropout is None:
+        return model
+    return {**model, "dropout": dropout} if isinstance(model, dict) else {"preset": model, "dropout": dropout}
+
+
 def plan_encoders(
     run_dir: str | Path,
     mixes: Sequence[dict],
