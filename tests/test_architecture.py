@@ -23,8 +23,8 @@ from helpers.architecture import (
     plan_sweep,
     shape_name,
     shuffle_sentences,
-    split_sentences,
 )
+from helpers.data import split_sentences
 from helpers.decoder import DecoderSpec, build_decoder
 
 

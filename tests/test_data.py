@@ -98,6 +98,11 @@ def test_babylm_folder(tmp_path):
 def test_normalise_and_sentences():
     assert data.normalise_text("Hello , world ! Mr . Smith ca n't go .") == "Hello, world! Mr. Smith can't go."
     assert data.split_sentences('He ran. "Stop!" she said. Mr. Lee smiled.') == ['He ran.', '"Stop!" she said.', "Mr. Lee smiled."]
+    # the cases of the two splitters it replaced (contrastive shuffles, the judge's endings)
+    assert data.split_sentences('Tom ran. "Stop!" said Mom. He stopped? Yes... Then he smiled') == [
+        "Tom ran.", '"Stop!" said Mom.', "He stopped?", "Yes...", "Then he smiled"]
+    assert data.split_sentences('She said, "Hi." "Bye!" he said.\nThe end') == ['She said, "Hi."', '"Bye!" he said.', "The end"]
+    assert data.split_sentences("They had 3 cats. 2 were black.") == ["They had 3 cats.", "2 were black."]
     seg = data.encoder_segments(["One. Two.\n\nThree."])[0]
     assert seg.splitlines() == ["One.", "Two.", "[PAR]", "Three.", "[PAR]"]
 

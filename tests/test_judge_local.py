@@ -13,6 +13,7 @@ import random
 
 import pytest
 
+from helpers.data import split_sentences
 from helpers import config, judge as J, judge_local as JL, judge_runs as JR, judge_validity as JV
 
 CHAT = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
@@ -190,7 +191,7 @@ def test_corruptions():
     rng = random.Random(0)
     end = "Tom ran to the park. He saw a big dog. The dog was kind. They played all day."
     shuffled = JV.corrupt(end, "shuffled", rng)
-    assert shuffled != end and sorted(JV.sentences(shuffled)) == sorted(JV.sentences(end))
+    assert shuffled != end and sorted(split_sentences(shuffled)) == sorted(split_sentences(end))
     scrambled = JV.corrupt(end, "scrambled", rng)
     assert scrambled != end and sorted(scrambled.split()) == sorted(end.split())
     cut = JV.corrupt(end, "truncated", rng)

@@ -55,6 +55,8 @@ HOMES = {
     "classifier": ["model_kind", "load_classifier", "encode", "pad_batch", "predict", "evaluate_examples",
                    "lr_multiplier", "FitResult", "fit"],
     "memory": ["peak_train_memory", "memory_table", "cached_memory_table", "memory_pivot"],
+    # one sentence splitter for every stage (architecture.py and judge_validity.py had their own rules) and one EOT
+    "data": ["EOT", "split_sentences"],
 }
 SPLIT = ["judge", "judge_client", "judge_local", "judge_runs", "folding", "story_eval", "instruct",
          "self_bleu", "rouge", "ngram_index", "memorisation", "continuation_health", "stats", "minimal_pairs",

@@ -26,7 +26,6 @@ from __future__ import annotations
 import itertools
 import math
 import random
-import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -35,7 +34,7 @@ import numpy as np
 import torch
 
 from .compressor import build_compressor, compressor_config, compressor_loss, shifted_token_nll
-from .data import EOT, PackedBlocks, pack_blocks
+from .data import EOT, PackedBlocks, pack_blocks, split_sentences
 from .decoder import DecoderSpec, build_decoder, count_parameters, flops_per_token
 from .lm_scoring import causal_scores
 from .recipes import train_or_skip
@@ -174,15 +173,6 @@ def fit_power_law(c: Sequence[float], loss: Sequence[float], confidence: float =
 
 
 # ============================================================================================ contrastive training
-
-_SENTENCE = re.compile(r'.+?(?:[.!?]+["\u201d\']*(?=\s+(?![a-z])|\s*$)|$)', re.S)
-
-
-def split_sentences(text: str) -> list[str]:
-    """Sentences of a story: text up to ``.``/``!``/``?`` (and closing quotes) followed by the end or by a space
-    and a word that does not start in lower case (so ``"Stop!" said Mom.`` stays one sentence)."""
-    return [s.strip() for s in _SENTENCE.findall(text.strip()) if s.strip()]
-
 
 def shuffle_sentences(text: str, rng: random.Random, tries: int = 10) -> str | None:
     """The story with its sentences in a random order different from the original (``None`` when it has fewer

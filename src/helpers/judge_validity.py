@@ -24,29 +24,17 @@ import random
 import re
 from typing import Any, Mapping, Sequence
 
+from .data import split_sentences
 from .stats import bootstrap_mean_interval, mean_interval, wilson_interval  # bootstrap_mean_interval: also self-BLEU's
 
 CORRUPTIONS = ("shuffled", "other story", "truncated", "scrambled")
 VALIDITY_CRITERIA = ("grammar", "creativity", "consistency", "plot", "age")
-_SENT = re.compile(r"(?<=[.!?])[\"”']?\s+(?=[\"“A-Z])")
-
-
-def sentences(text: str) -> list[str]:
-    """Sentences of a story (split after ``.``/``!``/``?``, closing quotes kept with their sentence)."""
-    text = " ".join(text.split())
-    out, start = [], 0
-    for m in _SENT.finditer(text):
-        end = m.start() + len(m.group(0).rstrip())
-        out.append(text[start:end].strip())
-        start = m.end()
-    out.append(text[start:].strip())
-    return [s for s in out if s]
 
 
 def split_story(story: str, begin_frac: float = 0.4) -> tuple[str, str] | None:
     """(beginning, real ending): the first ``begin_frac`` of the sentences (at least one) and the rest; ``None``
     when the story has fewer than four sentences (the ending needs two to be shuffled)."""
-    s = sentences(story)
+    s = split_sentences(story)
     if len(s) < 4:
         return None
     k = min(max(1, round(len(s) * begin_frac)), len(s) - 2)
@@ -56,7 +44,7 @@ def split_story(story: str, begin_frac: float = 0.4) -> tuple[str, str] | None:
 def corrupt(ending: str, kind: str, rng: random.Random, other: str | None = None) -> str:
     """One corrupted version of ``ending`` (see :data:`CORRUPTIONS`); ``other`` is the other story's ending."""
     if kind == "shuffled":
-        s = sentences(ending)
+        s = split_sentences(ending)
         order = list(range(len(s)))
         while order == sorted(order) and len(s) > 1:
             rng.shuffle(order)
