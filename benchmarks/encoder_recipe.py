@@ -17,7 +17,6 @@ pairs than those the report scores (the two samples of 60 per paradigm overlap b
 """
 from __future__ import annotations
 
-import argparse
 import copy
 import sys
 import time
@@ -32,6 +31,7 @@ except ImportError:  # a checkout without the editable install
 
 from helpers import config, evaluation, ltg_bert, recipes, tokenizers  # noqa: E402
 from helpers.hardware import cpu_info, resolve_precision  # noqa: E402
+from recipe_cli import chosen_recipes, recipe_parser  # noqa: E402
 from helpers.masking import mlm_metrics  # noqa: E402
 
 NO_DROPOUT = {"preset": "cpu", "dropout": 0.0}
@@ -88,24 +88,14 @@ def run_recipe(profile: str, mix_name: str, name: str, overrides: dict, train_mi
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--profile", default="cpu")
+    ap = recipe_parser(__doc__, "current,lr2e-3-nodrop")
     ap.add_argument("--mix", default="baby-500k+tiny-500k")
-    ap.add_argument("--recipes", default="current,lr2e-3-nodrop", help="comma-separated names, or 'all'")
     ap.add_argument("--per-paradigm", type=int, default=60, help="BLiMP pairs per paradigm (seeded sample)")
     ap.add_argument("--seed", type=int, default=1, help="seed of the BLiMP sample (notebook 05 uses 0)")
-    ap.add_argument("--table-only", action="store_true", help="print the recipes already trained; train nothing")
-    ap.add_argument("--threads", type=int, default=0, help="torch threads (0: all cores)")
-    ap.add_argument("--list", action="store_true")
     a = ap.parse_args(argv)
-    if a.list:
-        for name, (what, _) in RECIPES.items():
-            print(f"{name:<16} {what}")
+    names = chosen_recipes(a, RECIPES)
+    if names is None:
         return
-    names = list(RECIPES) if a.recipes == "all" else a.recipes.split(",")
-    unknown = [n for n in names if n not in RECIPES]
-    if unknown:
-        raise SystemExit(f"unknown recipe(s) {unknown}; --list shows them")
     config.set_threads(a.threads or None)
     cpu = cpu_info()
     rows = []

@@ -14,7 +14,6 @@ CPU is printed with the table: compare minutes only between rows run on the same
 """
 from __future__ import annotations
 
-import argparse
 import copy
 import math
 import sys
@@ -31,6 +30,7 @@ except ImportError:  # a checkout without the editable install
 from helpers import config, recipes  # noqa: E402
 from helpers.decoder import load_decoder  # noqa: E402
 from helpers.hardware import cpu_info, resolve_precision  # noqa: E402
+from recipe_cli import chosen_recipes, recipe_parser  # noqa: E402
 
 # name -> (what it tests, overrides of notebook 02's params: "model", "train", "regularisation", "fixed_dropout", ...)
 RECIPES: dict[str, tuple[str, dict]] = {
@@ -116,24 +116,14 @@ def greedy_sample(model_dir: Path, tokenizer, prompt: str, tokens: int = 40) -> 
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--profile", default="cpu")
+    ap = recipe_parser(__doc__, "before,chosen")
     ap.add_argument("--budget", default="tiny-1M")
-    ap.add_argument("--recipes", default="before,chosen", help="comma-separated names, or 'all'")
     ap.add_argument("--minutes", default="2,4,6,8,12", help="wall-clock budgets of the table (minutes)")
     ap.add_argument("--tokens", default="1.2,2.5,5,8", help="token budgets of the table (millions)")
-    ap.add_argument("--table-only", action="store_true", help="print the recipes already trained; train nothing")
-    ap.add_argument("--threads", type=int, default=0, help="torch threads (0: all cores)")
-    ap.add_argument("--list", action="store_true")
     a = ap.parse_args(argv)
-    if a.list:
-        for name, (what, _) in RECIPES.items():
-            print(f"{name:<20} {what}")
+    names = chosen_recipes(a, RECIPES)
+    if names is None:
         return
-    names = list(RECIPES) if a.recipes == "all" else a.recipes.split(",")
-    unknown = [n for n in names if n not in RECIPES]
-    if unknown:
-        raise SystemExit(f"unknown recipe(s) {unknown}; --list shows them")
     config.set_threads(a.threads or None)
     minutes = [float(m) for m in a.minutes.split(",")]
     tokens = [float(t) * 1e6 for t in a.tokens.split(",")]
