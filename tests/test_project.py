@@ -67,7 +67,7 @@ def test_helpers_import_order_has_no_cycles():
     """Data flows one way: a helper may only import helpers listed before it."""
     order = ["config", "hardware", "progress", "parallel", "artifacts", "stats", "data", "budgets", "tokenizers", "decoder", "ltg_bert", "optim",
              "masking", "training", "recipes", "generation", "compressor", "memory", "continuation_health", "rouge", "self_bleu",
-             "ngram_index", "memorisation", "generation_views", "minimal_pairs", "lm_scoring", "evaluation", "glue_tasks",
+             "ngram_index", "memorisation", "generation_views", "minimal_pairs", "lm_scoring", "evaluation", "word_familiarity", "glue_tasks",
              "finetune_setup", "classifier", "finetune", "paper_tables", "reference", "judge", "judge_client", "judge_local",
              "judge_runs", "judge_validity", "folding", "story_eval", "instruct", "instruct_files", "story_views", "lexicon", "interpret", "interpret_tables",
              "interpret_views", "architecture", "reporting", "notebook", "findings", "runner"]

@@ -66,6 +66,37 @@ def seed_replicates(intervals: pd.DataFrame, replicates: Mapping[str, str], task
     return out
 
 
+def word_familiarity(table: pd.DataFrame, corpus: str, kind: str = "decoder") -> list[str]:
+    """Notebook 05: per model of ``kind``, its accuracy over all scored pairs beside the accuracy on the pairs whose
+    words all occur most often in ``corpus`` (the highest threshold with pairs), whether the two intervals are
+    separated, and the accuracy on the other pairs of the same paradigms (weighted alike). ``table`` as :func:`helpers.word_familiarity.familiarity_table` makes it."""
+    out = []
+    part = table[table.kind == kind].rename(columns={"accuracy (%)": "accuracy"})
+    for name, g in part.groupby("model", sort=False):
+        everything = g[g["words seen at least"] == 0].iloc[0]
+        familiar = g[(g["words seen at least"] > 0) & (g.pairs > 0)]
+        line = (f"{kind} {name}: {everything.accuracy:.1f} % [{everything.ci_low:.1f}, {everything.ci_high:.1f}] over "
+                f"all {int(everything.pairs):,} scored pairs")
+        if familiar.empty:
+            out.append(line + f"; no pair has all its words in {corpus}")
+            continue
+        top = familiar.iloc[-1]
+        verdict = CHANCE_WORDS[chance_verdict(top.ci_low, top.ci_high)]
+        line += (f"; {top.accuracy:.1f} % [{top.ci_low:.1f}, {top.ci_high:.1f}] on the {int(top.pairs):,} pairs "
+                 f"({top['share of pairs (%)']:.1f} %, from {int(top.paradigms)} paradigms) whose every word occurs "
+                 f"at least {int(top['words seen at least'])} times in {corpus}: {verdict}, "
+                 + ("separated from the all-pairs interval" if _separated(top, everything)
+                    else "not separated from the all-pairs interval"))
+        rest = top["rest, same paradigms (%)"]
+        if rest == rest:  # not NaN
+            other = pd.Series({"ci_low": top["rest ci_low"], "ci_high": top["rest ci_high"]})
+            line += (f"; the other pairs of the same paradigms, weighted alike: {rest:.1f} % [{top['rest ci_low']:.1f}, "
+                     f"{top['rest ci_high']:.1f}] (" + ("a real difference" if _separated(top, other)
+                                                        else "the intervals overlap") + ")")
+        out.append(line)
+    return out
+
+
 def _compare(a: pd.Series, b: pd.Series, value: str) -> str:
     """How two estimates with 95 % intervals (``ci_low``/``ci_high``) relate: separated, each inside the other's
     interval, or overlapping."""

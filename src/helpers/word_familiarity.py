@@ -1,0 +1,133 @@
+"""Minimal-pair accuracy by how familiar a pair's words are to the training stories.
+
+BLiMP's sentences use an adult vocabulary ("Who should Derek hug after shocking Richard?"); a model trained on a
+million words of TinyStories has never seen most of it, and on a pair whose telling word it never saw its choice
+is close to a coin flip. This module splits the scored pairs of one task by the count, in a training corpus, of the
+rarest word of the pair (both sentences; words are lower-cased runs of letters), and gives the accuracy on the
+pairs whose words all occur at least ``n`` times, for a few ``n``, with a Wilson interval over pairs
+(``docs/methods.md#minimal-pairs``).
+
+This is a diagnostic, not a second benchmark: the familiar pairs are spread over the paradigms unevenly (the
+``paradigms`` column says how many they span), so beside them the table gives the accuracy on the *other* pairs of
+the same paradigms, weighted like the familiar ones (``rest, same paradigms``): the difference between the two is
+the familiarity of the words, not the mix of phenomena. Accuracies are over pairs, not BLiMP's headline number (the
+mean over paradigms).
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .evaluation import chance_verdict
+from .minimal_pairs import Item
+from .stats import percentile_interval, wilson_interval
+
+_WORD = re.compile(r"[a-z]+")
+COLUMNS = ["kind", "model", "words seen at least", "pairs", "share of pairs (%)", "paradigms", "accuracy (%)",
+           "ci_low", "ci_high", "above chance", "rest, same paradigms (%)", "rest ci_low", "rest ci_high"]
+BOOTSTRAP_SAMPLES = 2000
+
+
+def words(text: str) -> list[str]:
+    """The words the counts are kept for: lower-cased runs of letters (``didn't`` -> ``didn``, ``t``)."""
+    return _WORD.findall(text.lower())
+
+
+def word_counts(texts: Iterable[str]) -> Counter:
+    """How often each word (:func:`words`) occurs in ``texts``."""
+    counts: Counter = Counter()
+    for t in texts:
+        counts.update(words(t))
+    return counts
+
+
+def rarest_word_count(item: Item, counts: Mapping[str, int]) -> int:
+    """The count of the pair's rarest word over both sentences (0 when one was never seen)."""
+    ws = words(f"{item.good} {item.bad}")
+    if not ws:
+        raise ValueError(f"pair {item.paradigm}/{item.pair_id} has no words")
+    return min(counts.get(w, 0) for w in ws)
+
+
+def matched_rest(subset: Sequence[dict], rest: Sequence[dict], confidence: float = 0.95,
+                 samples: int = BOOTSTRAP_SAMPLES, seed: int = 0) -> tuple[float, float, float]:
+    """Accuracy (%) of the ``rest`` rows with every paradigm weighted by its number of ``subset`` rows (paradigms
+    without rest rows left out), and a percentile interval from a seeded bootstrap over the rest rows, stratified
+    by paradigm (one binomial draw per paradigm, as :func:`helpers.evaluation.paradigm_mean_interval`). NaNs when
+    no paradigm of ``subset`` has rest rows."""
+    weight: Counter = Counter(r["paradigm"] for r in subset)
+    n: Counter = Counter(r["paradigm"] for r in rest)
+    k: Counter = Counter(r["paradigm"] for r in rest if r["correct"])
+    ps = [p for p in weight if n[p]]
+    if not ps:
+        return float("nan"), float("nan"), float("nan")
+    w = np.array([weight[p] for p in ps], dtype=float)
+    w /= w.sum()
+    nn = np.array([n[p] for p in ps], dtype=np.int64)
+    acc = np.array([k[p] for p in ps], dtype=float) / nn
+    draws = np.random.default_rng(seed).binomial(nn[None, :], acc[None, :], size=(samples, len(ps))) / nn[None, :]
+    lo, hi = percentile_interval(100.0 * draws @ w, confidence)
+    return float(100.0 * acc @ w), float(lo), float(hi)
+
+
+def familiarity_table(results: Mapping[tuple[str, str], Any], items: Sequence[Item], counts: Mapping[str, int],
+                      thresholds: Sequence[int] = (1, 5, 20), task: str = "blimp",
+                      confidence: float = 0.95, seed: int = 0) -> pd.DataFrame:
+    """One row per model (``results``: ``(kind, name) -> EvalResult`` with per-item ``rows``) and threshold ``n``
+    (0 first: every scored pair): the pairs of ``task`` whose words all occur at least ``n`` times in ``counts``,
+    their share of the model's scored pairs, the number of paradigms they span, and the accuracy over them (%) with
+    a Wilson ``confidence`` interval (``ci_low``/``ci_high``; NaN when no pair qualifies); then the other pairs of
+    the same paradigms weighted alike (:func:`matched_rest`, seeded by ``seed``)."""
+    if any(int(n) < 1 for n in thresholds):
+        raise ValueError(f"thresholds must be counts >= 1, got {list(thresholds)}")
+    rarest = {(it.paradigm, it.pair_id): rarest_word_count(it, counts) for it in items if it.task == task}
+    out = []
+    for (kind, name), res in results.items():
+        rows = [r for r in res.rows if r["task"] == task]
+        if not rows:
+            continue
+        missing = [r for r in rows if (r["paradigm"], r["pair_id"]) not in rarest]
+        if missing:
+            raise ValueError(f"{name}: {len(missing)} scored {task} pair(s) are not among the items given")
+        for n in [0, *sorted(set(int(t) for t in thresholds))]:
+            sub = [r for r in rows if rarest[(r["paradigm"], r["pair_id"])] >= n]
+            rest = [r for r in rows if rarest[(r["paradigm"], r["pair_id"])] < n]
+            k = sum(bool(r["correct"]) for r in sub)
+            lo, hi = wilson_interval(k, len(sub), confidence) if sub else (float("nan"), float("nan"))
+            acc = 100.0 * k / len(sub) if sub else float("nan")
+            r_acc, r_lo, r_hi = matched_rest(sub, rest, confidence, seed=seed)
+            out.append({"kind": kind, "model": name, "words seen at least": n, "pairs": len(sub),
+                        "share of pairs (%)": 100.0 * len(sub) / len(rows),
+                        "paradigms": len({r["paradigm"] for r in sub}), "accuracy (%)": acc,
+                        "ci_low": 100.0 * lo, "ci_high": 100.0 * hi,
+                        "above chance": chance_verdict(100.0 * lo, 100.0 * hi) if sub else "no pairs",
+                        "rest, same paradigms (%)": r_acc, "rest ci_low": r_lo, "rest ci_high": r_hi})
+    return pd.DataFrame(out, columns=COLUMNS)
+
+
+def plot_word_familiarity(table: pd.DataFrame, corpus: str, chance: float = 50.0, title: str = ""):
+    """Accuracy (95 % interval as error bars) against the threshold, one line per model (decoders solid, encoders
+    dashed), the chance level as a dashed line; ``corpus`` names the text the words were counted in."""
+    import matplotlib.pyplot as plt
+
+    levels = sorted(table["words seen at least"].unique())
+    pos = {n: i for i, n in enumerate(levels)}
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    models = list(dict.fromkeys(zip(table["kind"], table["model"])))
+    for j, (kind, name) in enumerate(models):
+        part = table[(table.kind == kind) & (table.model == name)].dropna(subset=["accuracy (%)"])
+        x = [pos[n] + (j - (len(models) - 1) / 2) * 0.04 for n in part["words seen at least"]]
+        ax.errorbar(x, part["accuracy (%)"], yerr=[part["accuracy (%)"] - part.ci_low, part.ci_high - part["accuracy (%)"]],
+                    fmt="o-" if kind == "decoder" else "s--", capsize=3, label=f"{kind}: {name}")
+    ax.axhline(chance, color="k", ls=":", lw=1, label="chance")
+    ax.set_xticks(range(len(levels)), ["all pairs" if n == 0 else f"words seen ≥ {n}×" for n in levels])
+    ax.set(ylabel="accuracy over pairs (%), 95 % CI", xlabel=f"pairs whose every word occurs this often in {corpus}")
+    ax.legend(fontsize=8, loc="upper left", ncol=2)
+    if title:
+        ax.set_title(title)
+    fig.tight_layout()
+    return fig
