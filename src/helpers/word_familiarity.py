@@ -22,14 +22,13 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .evaluation import chance_verdict
+from .evaluation import BOOTSTRAP_SAMPLES, chance_verdict
 from .minimal_pairs import Item
 from .stats import percentile_interval, wilson_interval
 
 _WORD = re.compile(r"[a-z]+")
 COLUMNS = ["kind", "model", "words seen at least", "pairs", "share of pairs (%)", "paradigms", "accuracy (%)",
            "ci_low", "ci_high", "above chance", "rest, same paradigms (%)", "rest ci_low", "rest ci_high"]
-BOOTSTRAP_SAMPLES = 2000
 
 
 def words(text: str) -> list[str]:
