@@ -31,7 +31,7 @@ except ImportError:  # a checkout without the editable install
 
 from helpers import config, evaluation, ltg_bert, recipes, tokenizers  # noqa: E402
 from helpers.hardware import cpu_info, resolve_precision  # noqa: E402
-from recipe_cli import chosen_recipes, recipe_parser  # noqa: E402
+from _common import chosen_recipes, recipe_parser  # noqa: E402
 from helpers.masking import mlm_metrics  # noqa: E402
 
 NO_DROPOUT = {"preset": "cpu", "dropout": 0.0}

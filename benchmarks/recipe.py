@@ -30,7 +30,7 @@ except ImportError:  # a checkout without the editable install
 from helpers import config, recipes  # noqa: E402
 from helpers.decoder import load_decoder  # noqa: E402
 from helpers.hardware import cpu_info, resolve_precision  # noqa: E402
-from recipe_cli import chosen_recipes, recipe_parser  # noqa: E402
+from _common import chosen_recipes, recipe_parser  # noqa: E402
 
 # name -> (what it tests, overrides of notebook 02's params: "model", "train", "regularisation", "fixed_dropout", ...)
 RECIPES: dict[str, tuple[str, dict]] = {

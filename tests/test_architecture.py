@@ -114,6 +114,11 @@ def test_split_and_shuffle_sentences():
     rng = random.Random(0)
     out = shuffle_sentences(story, rng)
     assert out != story and sorted(split_sentences(out)) == sorted(split_sentences(story))
+    paras = "Tom ran. He fell.\nMom came. Dad came.\n\nThe end."
+    for seed in range(5):  # the layout stays: a shuffled story is not told apart by its line breaks
+        out = shuffle_sentences(paras, random.Random(seed))
+        assert out != paras and out.count("\n") == paras.count("\n")
+        assert out.index("\n\n") > 0 and sorted(split_sentences(out)) == sorted(split_sentences(paras))
     assert shuffle_sentences("One sentence only.", rng) is None
     assert shuffle_sentences("Same. Same.", rng) is None
 

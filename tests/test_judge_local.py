@@ -187,6 +187,22 @@ def test_local_grades_cache_and_resume(tiny_judge_dir, tmp_path):
     assert J.protocol_version(cfg) != J.protocol_version(None)  # never mixed with free-text grades in a cache
 
 
+def test_story_split_is_stable_under_rejoining():
+    """A line break without a stop ends a sentence in split_sentences; the judge splits one-line text so that its
+    space-joined ending splits again into the same sentences, and a shuffled ending never equals the real one."""
+    story = 'Tom had a dog. The dog was big. Then Tom said:\n"Let us play in the park." They ran. It was fun.'
+    begin, end = JV.split_story(story)
+    sents = JV.one_line_sentences(end)
+    assert len(sents) >= 2 and JV.one_line_sentences(" ".join(sents)) == sents
+    assert " ".join(JV.one_line_sentences(begin + " " + end)) == " ".join(story.split())
+    for seed in range(20):
+        assert JV.corrupt(end, "shuffled", random.Random(seed)) != end
+    assert JV.split_story("A b c. D e f. Hi. Hi.") is None  # an ending of two equal sentences cannot be shuffled
+    assert JV.split_story("A b c. D e f. Hi. Ho.") == ("A b c. D e f.", "Hi. Ho.")
+    cut = JV.corrupt("One two three… Four five six… Seven eight.", "truncated", random.Random(0))
+    assert not cut.endswith("…")
+
+
 def test_corruptions():
     rng = random.Random(0)
     end = "Tom ran to the park. He saw a big dog. The dog was kind. They played all day."

@@ -12,7 +12,7 @@ import pytest
 from helpers import findings
 from helpers.minimal_pairs import Item
 from helpers.stats import wilson_interval
-from helpers.word_familiarity import (familiarity_table, matched_rest, plot_word_familiarity, rarest_word_count,
+from helpers.word_familiarity import (familiarity_table, matched_gap, plot_word_familiarity, rarest_word_count,
                                      word_counts, words)
 
 
@@ -22,6 +22,10 @@ def _item(pid: str, good: str, bad: str, paradigm: str = "p1") -> Item:
 
 def _row(item: Item, correct: bool) -> dict:
     return {"task": item.task, "paradigm": item.paradigm, "pair_id": item.pair_id, "correct": correct, "tie": False}
+
+
+def _res(rows):
+    return SimpleNamespace(rows=rows)
 
 
 def test_words_and_counts():
@@ -45,8 +49,8 @@ def test_table_counts_and_intervals_against_a_direct_computation():
              _item("2", "A bird sat.", "Bird a sat."), _item("3", "Derek sat.", "Sat Derek.", "p2"),
              _item("4", "The dog sat.", "The dog sat sat.")]
     correct = [True, True, False, False, True]
-    res = {("decoder", "m"): SimpleNamespace(rows=[_row(i, c) for i, c in zip(items, correct)])}
-    t = familiarity_table(res, items, counts, thresholds=(20, 1, 5)).set_index("words seen at least")
+    res = {("decoder", "m"): _res([_row(i, c) for i, c in zip(items, correct)])}
+    t = familiarity_table(res, items, {"m": counts}, thresholds=(20, 1, 5)).set_index("words seen at least")
     assert list(t.index) == [0, 1, 5, 20]
     rarest = [rarest_word_count(i, counts) for i in items]  # 30, 6, 1, 0, 6
     for n, row in t.iterrows():
@@ -56,58 +60,67 @@ def test_table_counts_and_intervals_against_a_direct_computation():
         assert (row.ci_low, row.ci_high) == pytest.approx((100 * lo, 100 * hi))
         assert row["share of pairs (%)"] == pytest.approx(100 * len(sub) / len(items))
     assert t.loc[20, "pairs"] == 1 and t.loc[20, "paradigms"] == 1 and t.loc[5, "paradigms"] == 2
+    assert t.loc[0, "matched pairs"] == 0 and math.isnan(t.loc[0, "gap (points)"])  # no other pairs at n = 0
+
+
+def test_each_model_is_counted_in_its_own_text():
+    items = [_item("0", "The dog ran.", "Dog the ran."), _item("1", "Derek ran.", "Ran Derek.")]
+    rows = [_row(items[0], True), _row(items[1], False)]
+    res = {("decoder", "small"): _res(rows), ("decoder", "large"): _res(rows)}
+    counts = {"small": word_counts(["the dog ran"]), "large": word_counts(["the dog ran derek"])}
+    t = familiarity_table(res, items, counts, thresholds=(1,)).set_index(["model", "words seen at least"])
+    assert t.loc[("small", 1), "pairs"] == 1 and t.loc[("large", 1), "pairs"] == 2
+    with pytest.raises(ValueError, match="no word counts for large"):
+        familiarity_table(res, items, {"small": counts["small"]})
 
 
 def test_table_rejects_unknown_pairs_and_bad_thresholds_and_handles_empty_subsets():
-    counts = word_counts(["the dog ran"])
+    counts = {"m": word_counts(["the dog ran"]), "e": word_counts(["the dog ran"])}
     items = [_item("0", "The dog ran.", "Dog the ran.")]
-    res = {("decoder", "m"): SimpleNamespace(rows=[_row(items[0], True), _row(_item("9", "x", "y"), False)])}
+    res = {("decoder", "m"): _res([_row(items[0], True), _row(_item("9", "x", "y"), False)])}
     with pytest.raises(ValueError, match="not among the items"):
         familiarity_table(res, items, counts)
     with pytest.raises(ValueError, match=">= 1"):
         familiarity_table(res, items, counts, thresholds=(0, 5))
-    res = {("encoder", "e"): SimpleNamespace(rows=[_row(items[0], True)])}
+    res = {("encoder", "e"): _res([_row(items[0], True)])}
     t = familiarity_table(res, items, counts, thresholds=(1, 5)).set_index("words seen at least")
     assert t.loc[5, "pairs"] == 0 and math.isnan(t.loc[5, "accuracy (%)"]) and t.loc[5, "above chance"] == "no pairs"
 
 
-def test_sentences_and_plot():
-    counts = word_counts(["the dog ran " * 30])
-    familiar = [_item(str(i), "The dog ran.", "Dog the ran.") for i in range(200)]
-    strange = [_item(str(i), "Derek ran.", "Ran Derek.", "p2") for i in range(200, 1000)]
-    rows = [_row(i, True) for i in familiar[:180]] + [_row(i, False) for i in familiar[180:]]
-    rows += [_row(i, j % 2 == 0) for j, i in enumerate(strange)]
-    res = {("decoder", "m"): SimpleNamespace(rows=rows)}
-    t = familiarity_table(res, familiar + strange, counts, thresholds=(1, 20))
-    (line,) = findings.word_familiarity(t, "tiny-1M")
-    assert "on the 200 pairs (20.0 %, from 1 paradigms)" in line and "at least 20 times in tiny-1M: above chance" in line
-    assert "separated from the all-pairs interval" in line and "not separated" not in line
-    assert "same paradigms" not in line  # the familiar pairs' paradigm has no other pairs here
-    fig = plot_word_familiarity(t, "tiny-1M")
-    assert len(fig.axes[0].get_xticklabels()) == 3
-    none = familiarity_table(res, familiar + strange, word_counts(["nothing"]), thresholds=(1,))
-    assert findings.word_familiarity(none, "x")[0].endswith("no pair has all its words in x")
+def test_matched_gap_uses_only_paradigms_with_both_sides():
+    # paradigm a: familiar only (9 pairs, all right) -- left out; b: 2 familiar (50 %) vs 4 others (75 %);
+    # c: 1 familiar (100 %) vs 2 others (0 %)
+    fam = ([{"paradigm": "a", "correct": True}] * 9 + [{"paradigm": "b", "correct": c} for c in (True, False)]
+           + [{"paradigm": "c", "correct": True}])
+    rest = ([{"paradigm": "b", "correct": c} for c in (True, True, True, False)]
+            + [{"paradigm": "c", "correct": False}] * 2 + [{"paradigm": "d", "correct": True}] * 5)
+    g = matched_gap(fam, rest, seed=3)
+    assert g["matched pairs"] == 3
+    assert g["familiar, matched (%)"] == pytest.approx(100 * (2 / 3 * 0.5 + 1 / 3 * 1.0))
+    assert g["rest, same paradigms (%)"] == pytest.approx(100 * (2 / 3 * 0.75 + 1 / 3 * 0.0))
+    assert g["gap (points)"] == pytest.approx(g["familiar, matched (%)"] - g["rest, same paradigms (%)"])
+    assert g["gap ci_low"] <= g["gap (points)"] <= g["gap ci_high"]
+    assert matched_gap(fam, rest, seed=3) == g  # seeded
+    empty = matched_gap(fam, [{"paradigm": "d", "correct": True}])
+    assert empty["matched pairs"] == 0 and all(math.isnan(v) for k, v in empty.items() if k != "matched pairs")
 
 
-def test_matched_rest_weights_paradigms_like_the_subset():
-    sub = [{"paradigm": "a", "correct": True}] * 3 + [{"paradigm": "b", "correct": True}]
-    rest = ([{"paradigm": "a", "correct": c} for c in (True, False)]       # a: 50 %
-            + [{"paradigm": "b", "correct": c} for c in (True, True, True, False)]  # b: 75 %
-            + [{"paradigm": "c", "correct": False}] * 5)                    # c: not in the subset, left out
-    acc, lo, hi = matched_rest(sub, rest, seed=3)
-    assert acc == pytest.approx(100 * (0.75 * 0.5 + 0.25 * 0.75))
-    assert lo < acc < hi and 0 <= lo and hi <= 100
-    assert matched_rest(sub, rest, seed=3) == (acc, lo, hi)  # seeded
-    assert all(math.isnan(v) for v in matched_rest(sub, [{"paradigm": "c", "correct": True}]))
-
-
-def test_the_rest_column_separates_familiar_from_unfamiliar_pairs_of_one_paradigm():
-    counts = word_counts(["the dog ran " * 30])
+def test_sentences_report_the_matched_gap_and_plot():
+    counts = {"m": word_counts(["the dog ran " * 30])}
     items = [_item(str(i), "The dog ran.", "Dog the ran.") for i in range(300)]
     items += [_item(str(i), "Derek ran.", "Ran Derek.") for i in range(300, 900)]
     rows = [_row(it, i % 10 < 8 if i < 300 else i % 2 == 0) for i, it in enumerate(items)]
-    t = familiarity_table({("decoder", "m"): SimpleNamespace(rows=rows)}, items, counts, thresholds=(20,))
+    t = familiarity_table({("decoder", "m"): _res(rows)}, items, counts, thresholds=(1, 20))
     top = t.set_index("words seen at least").loc[20]
-    assert top["accuracy (%)"] == pytest.approx(80.0) and top["rest, same paradigms (%)"] == pytest.approx(50.0)
-    (line,) = findings.word_familiarity(t, "c")
-    assert line.endswith("weighted alike: 50.0 % [" + f"{top['rest ci_low']:.1f}, {top['rest ci_high']:.1f}] (a real difference)")
+    assert top["familiar, matched (%)"] == pytest.approx(80.0) and top["rest, same paradigms (%)"] == pytest.approx(50.0)
+    (line,) = findings.word_familiarity(t, "tiny-1M")
+    assert "on the 300 pairs (33.3 %, from 1 paradigm) whose every word occurs at least 20 times in tiny-1M" in line
+    assert line.endswith(f"a gap of +30.0 points [{top['gap ci_low']:+.1f}, {top['gap ci_high']:+.1f}]: "
+                         "familiar words score higher beyond noise")
+    even = [_row(it, i % 2 == 0) for i, it in enumerate(items)]
+    t2 = familiarity_table({("decoder", "m"): _res(even)}, items, counts, thresholds=(20,))
+    assert findings.word_familiarity(t2, "c")[0].endswith("the gap is within noise")
+    fig = plot_word_familiarity(t, "tiny-1M")
+    assert len(fig.axes[0].get_xticklabels()) == 3
+    none = familiarity_table({("decoder", "m"): _res(rows)}, items, {"m": word_counts(["nothing"])}, thresholds=(1,))
+    assert findings.word_familiarity(none, "x")[0].endswith("no pair has all its words in x")

@@ -176,16 +176,25 @@ def fit_power_law(c: Sequence[float], loss: Sequence[float], confidence: float =
 
 def shuffle_sentences(text: str, rng: random.Random, tries: int = 10) -> str | None:
     """The story with its sentences in a random order different from the original (``None`` when it has fewer
-    than two distinct sentences)."""
+    than two distinct sentences). The text between sentences (spaces, line breaks) stays where it was, so the
+    layout of a shuffled story (its paragraph breaks) does not tell it apart from an ordinary one."""
     sents = split_sentences(text)
     if len(set(sents)) < 2:
         return None
+    ends, pos = [], 0
+    for s in sents:  # every sentence is a piece of the text, in order
+        start = text.index(s, pos)
+        ends.append((start, start + len(s)))
+        pos = start + len(s)
+    gaps = [text[ends[j][1]:ends[j + 1][0]] for j in range(len(sents) - 1)]
+    order = sents[1:] + sents[:1]
     for _ in range(tries):
-        order = sents[:]
-        rng.shuffle(order)
-        if order != sents:
-            return " ".join(order)
-    return " ".join(sents[1:] + sents[:1])
+        trial = sents[:]
+        rng.shuffle(trial)
+        if trial != sents:
+            order = trial
+            break
+    return "".join(s + gap for s, gap in zip(order, gaps)) + order[-1]
 
 
 class ContrastiveBlocks(PackedBlocks):

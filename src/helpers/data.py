@@ -366,8 +366,8 @@ def split_sentences(text: str) -> list[str]:
     """The project's one sentence splitter (encoder segments, instruction summaries, contrastive shuffles, the
     judge's story endings): a sentence ends at a line break, or at ``.``/``!``/``?``/``…`` (closing quotes kept
     with it) followed by a space and a word that starts with a capital or a digit (opening quotes allowed), so
-    ``"Stop!" said Mom.`` stays one sentence; ``Mr.``/``Mrs.``/``Dr.``/... do not end one; a last sentence
-    without a stop is kept."""
+    ``"Stop!" said Mom.`` stays one sentence; ``Mr.``, ``Mrs.``, ``Ms.``, ``Dr.``, ``St.``, ``Jr.``, ``Sr.``,
+    ``vs.`` and ``etc.`` never end one; a last sentence without a stop is kept."""
     protected = re.sub(r"\b(Mr|Mrs|Ms|Dr|St|Jr|Sr|vs|etc)\.", r"\1<DOT>", text)
     out = []
     for line in protected.splitlines():

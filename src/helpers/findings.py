@@ -66,13 +66,13 @@ def seed_replicates(intervals: pd.DataFrame, replicates: Mapping[str, str], task
     return out
 
 
-def word_familiarity(table: pd.DataFrame, corpus: str, kind: str = "decoder") -> list[str]:
-    """Notebook 05: per model of ``kind``, its accuracy over all scored pairs beside the accuracy on the pairs whose
-    words all occur most often in ``corpus`` (the highest threshold with pairs), whether the two intervals are
-    separated, and the accuracy on the other pairs of the same paradigms (weighted alike). ``table`` as :func:`helpers.word_familiarity.familiarity_table` makes it."""
+def word_familiarity(table: pd.DataFrame, corpus: str = "its training stories") -> list[str]:
+    """Notebook 05: per model, its accuracy over all scored pairs, then on the pairs whose words all occur most often
+    in ``corpus`` (the highest threshold with pairs) against the other pairs of the same paradigms weighted alike,
+    with the gap's 95 % interval. ``table`` as :func:`helpers.word_familiarity.familiarity_table` makes it."""
     out = []
-    part = table[table.kind == kind].rename(columns={"accuracy (%)": "accuracy"})
-    for name, g in part.groupby("model", sort=False):
+    part = table.rename(columns={"accuracy (%)": "accuracy"})
+    for (kind, name), g in part.groupby(["kind", "model"], sort=False):
         everything = g[g["words seen at least"] == 0].iloc[0]
         familiar = g[(g["words seen at least"] > 0) & (g.pairs > 0)]
         line = (f"{kind} {name}: {everything.accuracy:.1f} % [{everything.ci_low:.1f}, {everything.ci_high:.1f}] over "
@@ -81,18 +81,19 @@ def word_familiarity(table: pd.DataFrame, corpus: str, kind: str = "decoder") ->
             out.append(line + f"; no pair has all its words in {corpus}")
             continue
         top = familiar.iloc[-1]
-        verdict = CHANCE_WORDS[chance_verdict(top.ci_low, top.ci_high)]
+        n_par = int(top.paradigms)
         line += (f"; {top.accuracy:.1f} % [{top.ci_low:.1f}, {top.ci_high:.1f}] on the {int(top.pairs):,} pairs "
-                 f"({top['share of pairs (%)']:.1f} %, from {int(top.paradigms)} paradigms) whose every word occurs "
-                 f"at least {int(top['words seen at least'])} times in {corpus}: {verdict}, "
-                 + ("separated from the all-pairs interval" if _separated(top, everything)
-                    else "not separated from the all-pairs interval"))
-        rest = top["rest, same paradigms (%)"]
-        if rest == rest:  # not NaN
-            other = pd.Series({"ci_low": top["rest ci_low"], "ci_high": top["rest ci_high"]})
-            line += (f"; the other pairs of the same paradigms, weighted alike: {rest:.1f} % [{top['rest ci_low']:.1f}, "
-                     f"{top['rest ci_high']:.1f}] (" + ("a real difference" if _separated(top, other)
-                                                        else "the intervals overlap") + ")")
+                 f"({top['share of pairs (%)']:.1f} %, from {n_par} paradigm{'s' if n_par != 1 else ''}) whose every "
+                 f"word occurs at least {int(top['words seen at least'])} times in {corpus} "
+                 f"({CHANCE_WORDS[chance_verdict(top.ci_low, top.ci_high)]})")
+        if top["matched pairs"] > 0:
+            gap_lo, gap_hi = top["gap ci_low"], top["gap ci_high"]
+            verdict = ("familiar words score higher beyond noise" if gap_lo > 0 else
+                       "familiar words score lower beyond noise" if gap_hi < 0 else "the gap is within noise")
+            line += (f"; against the other pairs of the same paradigms, weighted alike ({int(top['matched pairs']):,} "
+                     f"familiar pairs matched): {top['familiar, matched (%)']:.1f} vs "
+                     f"{top['rest, same paradigms (%)']:.1f} %, a gap of {top['gap (points)']:+.1f} points "
+                     f"[{gap_lo:+.1f}, {gap_hi:+.1f}]: {verdict}")
         out.append(line)
     return out
 

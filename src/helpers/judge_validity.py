@@ -31,20 +31,30 @@ CORRUPTIONS = ("shuffled", "other story", "truncated", "scrambled")
 VALIDITY_CRITERIA = ("grammar", "creativity", "consistency", "plot", "age")
 
 
+def one_line_sentences(text: str) -> list[str]:
+    """:func:`helpers.data.split_sentences` of ``text`` with its line breaks and runs of spaces made single spaces,
+    so that splitting ``" ".join`` of the result again gives the same sentences (a line break without a stop would
+    otherwise end a sentence in the story but not in its space-joined ending)."""
+    return split_sentences(" ".join(text.split()))
+
+
 def split_story(story: str, begin_frac: float = 0.4) -> tuple[str, str] | None:
-    """(beginning, real ending): the first ``begin_frac`` of the sentences (at least one) and the rest; ``None``
-    when the story has fewer than four sentences (the ending needs two to be shuffled)."""
-    s = split_sentences(story)
+    """(beginning, real ending): the first ``begin_frac`` of the sentences (at least one) and the rest, on one line
+    each; ``None`` when the story has fewer than four sentences (the ending needs two distinct ones to be
+    shuffled)."""
+    s = one_line_sentences(story)
     if len(s) < 4:
         return None
     k = min(max(1, round(len(s) * begin_frac)), len(s) - 2)
+    if len(set(s[k:])) < 2:
+        return None
     return " ".join(s[:k]), " ".join(s[k:])
 
 
 def corrupt(ending: str, kind: str, rng: random.Random, other: str | None = None) -> str:
     """One corrupted version of ``ending`` (see :data:`CORRUPTIONS`); ``other`` is the other story's ending."""
     if kind == "shuffled":
-        s = split_sentences(ending)
+        s = one_line_sentences(ending)
         order = list(range(len(s)))
         while order == sorted(order) and len(s) > 1:
             rng.shuffle(order)
@@ -56,7 +66,7 @@ def corrupt(ending: str, kind: str, rng: random.Random, other: str | None = None
     if kind == "truncated":
         words = ending.split()
         k = max(1, len(words) // 2)
-        while k > 1 and re.search(r"[.!?][\"”']?$", words[k - 1]):
+        while k > 1 and re.search(r"[.!?…][\"”’']*$", words[k - 1]):
             k -= 1
         return " ".join(words[:k])
     if kind == "scrambled":

@@ -1,17 +1,17 @@
-"""Minimal-pair accuracy by how familiar a pair's words are to the training stories.
+"""Minimal-pair accuracy by how familiar a pair's words are to the model's training stories.
 
-BLiMP's sentences use an adult vocabulary ("Who should Derek hug after shocking Richard?"); a model trained on a
+BLiMP's sentences use an adult vocabulary ("Who should Derek hug after shocking Richard?"); a decoder trained on a
 million words of TinyStories has never seen most of it, and on a pair whose telling word it never saw its choice
-is close to a coin flip. This module splits the scored pairs of one task by the count, in a training corpus, of the
-rarest word of the pair (both sentences; words are lower-cased runs of letters), and gives the accuracy on the
-pairs whose words all occur at least ``n`` times, for a few ``n``, with a Wilson interval over pairs
-(``docs/methods.md#minimal-pairs``).
+is close to a coin flip. This module splits a model's scored pairs of one task by the count, in that model's
+training text, of the rarest word of the pair (both sentences; words are lower-cased runs of letters), and gives
+the accuracy on the pairs whose words all occur at least ``n`` times, for a few ``n``, with a Wilson interval over
+pairs (``docs/methods.md#minimal-pairs``).
 
-This is a diagnostic, not a second benchmark: the familiar pairs are spread over the paradigms unevenly (the
-``paradigms`` column says how many they span), so beside them the table gives the accuracy on the *other* pairs of
-the same paradigms, weighted like the familiar ones (``rest, same paradigms``): the difference between the two is
-the familiarity of the words, not the mix of phenomena. Accuracies are over pairs, not BLiMP's headline number (the
-mean over paradigms).
+This is a diagnostic, not a second benchmark. The familiar pairs are spread over the paradigms unevenly, so each
+row also compares them with the *other* pairs of the same paradigms, every paradigm weighted by its number of
+familiar pairs (:func:`matched_gap`): a gap there is not explained by the mix of phenomena (within a paradigm the
+familiar pairs may still differ in other ways, e.g. shorter sentences). Accuracies are over pairs, not BLiMP's
+headline number (the mean over paradigms).
 """
 from __future__ import annotations
 
@@ -28,7 +28,8 @@ from .stats import percentile_interval, wilson_interval
 
 _WORD = re.compile(r"[a-z]+")
 COLUMNS = ["kind", "model", "words seen at least", "pairs", "share of pairs (%)", "paradigms", "accuracy (%)",
-           "ci_low", "ci_high", "above chance", "rest, same paradigms (%)", "rest ci_low", "rest ci_high"]
+           "ci_low", "ci_high", "above chance", "matched pairs", "familiar, matched (%)", "rest, same paradigms (%)",
+           "gap (points)", "gap ci_low", "gap ci_high"]
 
 
 def words(text: str) -> list[str]:
@@ -52,40 +53,54 @@ def rarest_word_count(item: Item, counts: Mapping[str, int]) -> int:
     return min(counts.get(w, 0) for w in ws)
 
 
-def matched_rest(subset: Sequence[dict], rest: Sequence[dict], confidence: float = 0.95,
-                 samples: int = BOOTSTRAP_SAMPLES, seed: int = 0) -> tuple[float, float, float]:
-    """Accuracy (%) of the ``rest`` rows with every paradigm weighted by its number of ``subset`` rows (paradigms
-    without rest rows left out), and a percentile interval from a seeded bootstrap over the rest rows, stratified
-    by paradigm (one binomial draw per paradigm, as :func:`helpers.evaluation.paradigm_mean_interval`). NaNs when
-    no paradigm of ``subset`` has rest rows."""
-    weight: Counter = Counter(r["paradigm"] for r in subset)
-    n: Counter = Counter(r["paradigm"] for r in rest)
-    k: Counter = Counter(r["paradigm"] for r in rest if r["correct"])
-    ps = [p for p in weight if n[p]]
+def matched_gap(familiar: Sequence[dict], rest: Sequence[dict], confidence: float = 0.95,
+                samples: int = BOOTSTRAP_SAMPLES, seed: int = 0) -> dict[str, float]:
+    """The ``familiar`` rows against the ``rest`` rows of the same paradigms: only paradigms with rows on both sides
+    count, each weighted by its number of familiar rows. Returns ``matched pairs`` (familiar rows in those
+    paradigms), ``familiar, matched (%)`` (their accuracy), ``rest, same paradigms (%)`` (the rest's per-paradigm
+    accuracies, weighted alike) and ``gap (points)`` (the first minus the second) with a percentile interval from a
+    seeded bootstrap over items, stratified by paradigm and side (one binomial draw per paradigm and side, as
+    :func:`helpers.evaluation.paradigm_mean_interval`). NaNs when no paradigm has rows on both sides."""
+    nf: Counter = Counter(r["paradigm"] for r in familiar)
+    kf: Counter = Counter(r["paradigm"] for r in familiar if r["correct"])
+    nr: Counter = Counter(r["paradigm"] for r in rest)
+    kr: Counter = Counter(r["paradigm"] for r in rest if r["correct"])
+    ps = [p for p in nf if nr[p]]
+    nan = float("nan")
     if not ps:
-        return float("nan"), float("nan"), float("nan")
-    w = np.array([weight[p] for p in ps], dtype=float)
-    w /= w.sum()
-    nn = np.array([n[p] for p in ps], dtype=np.int64)
-    acc = np.array([k[p] for p in ps], dtype=float) / nn
-    draws = np.random.default_rng(seed).binomial(nn[None, :], acc[None, :], size=(samples, len(ps))) / nn[None, :]
-    lo, hi = percentile_interval(100.0 * draws @ w, confidence)
-    return float(100.0 * acc @ w), float(lo), float(hi)
+        return {"matched pairs": 0, "familiar, matched (%)": nan, "rest, same paradigms (%)": nan,
+                "gap (points)": nan, "gap ci_low": nan, "gap ci_high": nan}
+    n_f = np.array([nf[p] for p in ps], dtype=np.int64)
+    n_r = np.array([nr[p] for p in ps], dtype=np.int64)
+    a_f = np.array([kf[p] for p in ps], dtype=float) / n_f
+    a_r = np.array([kr[p] for p in ps], dtype=float) / n_r
+    w = n_f / n_f.sum()
+    rng = np.random.default_rng(seed)
+    d_f = rng.binomial(n_f[None, :], a_f[None, :], size=(samples, len(ps))) / n_f[None, :]
+    d_r = rng.binomial(n_r[None, :], a_r[None, :], size=(samples, len(ps))) / n_r[None, :]
+    lo, hi = percentile_interval(100.0 * (d_f - d_r) @ w, confidence)
+    return {"matched pairs": int(n_f.sum()), "familiar, matched (%)": float(100.0 * a_f @ w),
+            "rest, same paradigms (%)": float(100.0 * a_r @ w), "gap (points)": float(100.0 * (a_f - a_r) @ w),
+            "gap ci_low": float(lo), "gap ci_high": float(hi)}
 
 
-def familiarity_table(results: Mapping[tuple[str, str], Any], items: Sequence[Item], counts: Mapping[str, int],
-                      thresholds: Sequence[int] = (1, 5, 20), task: str = "blimp",
-                      confidence: float = 0.95, seed: int = 0) -> pd.DataFrame:
-    """One row per model (``results``: ``(kind, name) -> EvalResult`` with per-item ``rows``) and threshold ``n``
-    (0 first: every scored pair): the pairs of ``task`` whose words all occur at least ``n`` times in ``counts``,
-    their share of the model's scored pairs, the number of paradigms they span, and the accuracy over them (%) with
-    a Wilson ``confidence`` interval (``ci_low``/``ci_high``; NaN when no pair qualifies); then the other pairs of
-    the same paradigms weighted alike (:func:`matched_rest`, seeded by ``seed``)."""
+def familiarity_table(results: Mapping[tuple[str, str], Any], items: Sequence[Item],
+                      counts: Mapping[str, Mapping[str, int]], thresholds: Sequence[int] = (1, 5, 20),
+                      task: str = "blimp", confidence: float = 0.95, seed: int = 0) -> pd.DataFrame:
+    """One row per model (``results``: ``(kind, name) -> EvalResult`` with per-item ``rows``; ``counts[name]``: the
+    word counts of that model's training text) and threshold ``n`` (0 first: every scored pair): the pairs of
+    ``task`` whose words all occur at least ``n`` times, their share of the model's scored pairs, the number of
+    paradigms they span, and the accuracy over them (%) with a Wilson ``confidence`` interval
+    (``ci_low``/``ci_high``; NaN when no pair qualifies); then :func:`matched_gap` against the model's other pairs
+    (seeded by ``seed``)."""
     if any(int(n) < 1 for n in thresholds):
         raise ValueError(f"thresholds must be counts >= 1, got {list(thresholds)}")
-    rarest = {(it.paradigm, it.pair_id): rarest_word_count(it, counts) for it in items if it.task == task}
+    items = [it for it in items if it.task == task]
     out = []
     for (kind, name), res in results.items():
+        if name not in counts:
+            raise ValueError(f"no word counts for {name}")
+        rarest = {(it.paradigm, it.pair_id): rarest_word_count(it, counts[name]) for it in items}
         rows = [r for r in res.rows if r["task"] == task]
         if not rows:
             continue
@@ -97,20 +112,20 @@ def familiarity_table(results: Mapping[tuple[str, str], Any], items: Sequence[It
             rest = [r for r in rows if rarest[(r["paradigm"], r["pair_id"])] < n]
             k = sum(bool(r["correct"]) for r in sub)
             lo, hi = wilson_interval(k, len(sub), confidence) if sub else (float("nan"), float("nan"))
-            acc = 100.0 * k / len(sub) if sub else float("nan")
-            r_acc, r_lo, r_hi = matched_rest(sub, rest, confidence, seed=seed)
             out.append({"kind": kind, "model": name, "words seen at least": n, "pairs": len(sub),
                         "share of pairs (%)": 100.0 * len(sub) / len(rows),
-                        "paradigms": len({r["paradigm"] for r in sub}), "accuracy (%)": acc,
+                        "paradigms": len({r["paradigm"] for r in sub}),
+                        "accuracy (%)": 100.0 * k / len(sub) if sub else float("nan"),
                         "ci_low": 100.0 * lo, "ci_high": 100.0 * hi,
                         "above chance": chance_verdict(100.0 * lo, 100.0 * hi) if sub else "no pairs",
-                        "rest, same paradigms (%)": r_acc, "rest ci_low": r_lo, "rest ci_high": r_hi})
+                        **matched_gap(sub, rest, confidence, seed=seed)})
     return pd.DataFrame(out, columns=COLUMNS)
 
 
-def plot_word_familiarity(table: pd.DataFrame, corpus: str, chance: float = 50.0, title: str = ""):
+def plot_word_familiarity(table: pd.DataFrame, corpus: str = "its training stories", chance: float = 50.0,
+                          title: str = ""):
     """Accuracy (95 % interval as error bars) against the threshold, one line per model (decoders solid, encoders
-    dashed), the chance level as a dashed line; ``corpus`` names the text the words were counted in."""
+    dashed), the chance level as a dotted line; ``corpus`` names the text the words were counted in."""
     import matplotlib.pyplot as plt
 
     levels = sorted(table["words seen at least"].unique())
