@@ -107,9 +107,11 @@ def familiarity_table(results: Mapping[tuple[str, str], Any], items: Sequence[It
         missing = [r for r in rows if (r["paradigm"], r["pair_id"]) not in rarest]
         if missing:
             raise ValueError(f"{name}: {len(missing)} scored {task} pair(s) are not among the items given")
+        row_counts = [rarest[(r["paradigm"], r["pair_id"])] for r in rows]
         for n in [0, *sorted(set(int(t) for t in thresholds))]:
-            sub = [r for r in rows if rarest[(r["paradigm"], r["pair_id"])] >= n]
-            rest = [r for r in rows if rarest[(r["paradigm"], r["pair_id"])] < n]
+            sub, rest = [], []
+            for r, c in zip(rows, row_counts):
+                (sub if c >= n else rest).append(r)
             k = sum(bool(r["correct"]) for r in sub)
             lo, hi = wilson_interval(k, len(sub), confidence) if sub else (float("nan"), float("nan"))
             out.append({"kind": kind, "model": name, "words seen at least": n, "pairs": len(sub),
