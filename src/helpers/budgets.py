@@ -29,12 +29,14 @@ class BudgetError(ValueError):
     """A budget that cannot be met, or a corpus mix that breaks the challenge rule."""
 
 
-def fmt_words(n: float) -> str:
-    """``1250000 -> '1.25M'``, ``50000 -> '50k'``."""
+def fmt_words(n: float, digits: int | None = None) -> str:
+    """``1250000 -> '1.25M'``, ``50000 -> '50k'``; exact (a budget's name) unless ``digits`` significant digits are
+    asked for (``fmt_words(1249200, digits=3) -> '1.25M'``, for a count shown to people)."""
+    spec = f".{digits}g" if digits else "g"
     if n >= 1_000_000:
-        return f"{n / 1e6:g}M"
+        return f"{n / 1e6:{spec}}M"
     if n >= 1_000:
-        return f"{n / 1e3:g}k"
+        return f"{n / 1e3:{spec}}k"
     return str(int(n))
 
 

@@ -174,7 +174,7 @@ class DecoderRun:
     epochs: float
 
     def row(self, word_scale: float = 1.0) -> dict:
-        return {"budget": self.name, "words": self.words, "stands for": fmt_words(self.words * word_scale),
+        return {"budget": self.name, "words": self.words, "stands for": fmt_words(self.words * word_scale, digits=3),
                 "train tokens": self.train_data.tokens, "blocks": len(self.train_data), "epochs": round(self.epochs, 2),
                 "dropout": self.spec.dropout, "weight decay": self.cfg.weight_decay}
 
