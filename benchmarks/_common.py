@@ -24,11 +24,11 @@ def train_steps(model: str, steps: int, seed: int, precision: str = "fp32") -> d
     """``steps`` training steps (forward, backward, AdamW) of a fresh cpu-profile model on random token ids: the
     LTG-BERT ``cpu`` preset on 32 × 128 tokens (``model="encoder"``) or the GPT-Neo cpu decoder on 16 × 256
     (``"decoder"``). Returns the tokens processed and the last loss (a job of ``benchmarks/parallel_jobs.py``)."""
-    from helpers.decoder import DecoderSpec, build_decoder
-    from helpers.hardware import autocast_context
-    from helpers.ltg_bert import LtgBertForMaskedLM, ltg_bert_config
-    from helpers.masking import MaskedBlocks, TokenIds, mlm_loss
-    from helpers.training import lm_loss, param_groups
+    from helpers.models.decoder import DecoderSpec, build_decoder
+    from helpers.core.hardware import autocast_context
+    from helpers.models.ltg_bert import LtgBertForMaskedLM, ltg_bert_config
+    from helpers.data.masking import MaskedBlocks, TokenIds, mlm_loss
+    from helpers.training.loop import lm_loss, param_groups
 
     torch.manual_seed(seed)
     g = torch.Generator().manual_seed(seed)

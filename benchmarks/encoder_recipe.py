@@ -29,10 +29,14 @@ try:
 except ImportError:  # a checkout without the editable install
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from helpers import config, evaluation, ltg_bert, recipes, tokenizers  # noqa: E402
-from helpers.hardware import cpu_info, resolve_precision  # noqa: E402
+from helpers.core import config  # noqa: E402
+from helpers.evaluation import zero_shot as evaluation
+from helpers.models import ltg_bert
+from helpers.training import recipes
+from helpers.data import tokenizers
+from helpers.core.hardware import cpu_info, resolve_precision  # noqa: E402
 from _common import chosen_recipes, recipe_parser  # noqa: E402
-from helpers.masking import mlm_metrics  # noqa: E402
+from helpers.data.masking import mlm_metrics  # noqa: E402
 
 NO_DROPOUT = {"preset": "cpu", "dropout": 0.0}
 # name -> (what it tests, overrides of notebook 04's params: "model", "train" (merged key by key), "masking")

@@ -7,8 +7,8 @@ Runs the cpu preset with 1 thread and with torch's default thread count (on a sh
 gets descheduled makes every parallel kernel wait: compare the two rows), the head baseline with 1 thread, and the
 base model with whichever thread count was faster.
 
-One step = forward + backward + LAMB update (``helpers.optim.Lamb`` with the decay/no-decay groups of
-``helpers.training.param_groups``) on span-masked blocks from ``helpers.masking.MaskedBlocks`` (vocab 16,384,
+One step = forward + backward + LAMB update (``helpers.training.optim.Lamb`` with the decay/no-decay groups of
+``helpers.training.loop.param_groups``) on span-masked blocks from ``helpers.data.masking.MaskedBlocks`` (vocab 16,384,
 synthetic token ids: the cost does not depend on which ids they are). Where the CPU has native bf16 (AVX512-BF16 or
 AMX) the cpu preset also runs under bf16 autocast, as ``precision: auto`` trains it. Rows:
 
@@ -35,11 +35,11 @@ import time
 
 import torch
 
-from helpers.hardware import autocast_context, cpu_info, native_bf16
-from helpers.ltg_bert import LtgBertForMaskedLM, count_parameters, ltg_bert_config, training_flops_per_token
-from helpers.masking import MaskedBlocks, TokenIds, mlm_loss
-from helpers.optim import Lamb
-from helpers.training import param_groups
+from helpers.core.hardware import autocast_context, cpu_info, native_bf16
+from helpers.models.ltg_bert import LtgBertForMaskedLM, count_parameters, ltg_bert_config, training_flops_per_token
+from helpers.data.masking import MaskedBlocks, TokenIds, mlm_loss
+from helpers.training.optim import Lamb
+from helpers.training.loop import param_groups
 from _common import matmul_peak
 
 VOCAB = 16_384
@@ -66,7 +66,7 @@ def bench(preset: str, batch: int, seq: int, steps: int, masked_only: bool = Tru
     for step in range(steps + 1):  # step 0 is a warm-up
         b = data.batch(step, batch)
         t0 = time.perf_counter()
-        with autocast_context(precision, "cpu")():  # what helpers.training.train does for ``precision``
+        with autocast_context(precision, "cpu")():  # what helpers.training.loop.train does for ``precision``
             loss = loss_fn(model, b)
         opt.zero_grad(set_to_none=True)
         loss.float().backward()

@@ -1,4 +1,4 @@
-"""Batched story completion: our sampler (helpers.generation.generate) vs transformers' model.generate.
+"""Batched story completion: our sampler (helpers.generation.completions.generate) vs transformers' model.generate.
 
     .venv/bin/python benchmarks/generation.py [--model runs/cpu/decoders/tiny-1M/best] [--prompts 64] [--batch 64]
 
@@ -16,7 +16,10 @@ from pathlib import Path
 
 import torch
 
-from helpers import budgets, config, decoder, generation as G, tokenizers
+from helpers.data import budgets, tokenizers
+from helpers.core import config
+from helpers.models import decoder
+from helpers.generation import completions as G, decoding as D
 
 
 def hf_generate(model, ids, decoding, eot, max_new, batch):
@@ -78,7 +81,7 @@ def main():
     print(f"model {path.relative_to(root) if path.is_relative_to(root) else path}: {decoder.count_parameters(fast):,} parameters; "
           f"{len(ids)} prompts, batch {a.batch}, max {a.max_new} new tokens, {n} threads, best of {a.repeats}")
     rows = []
-    for d in [G.Decoding("greedy"), G.Decoding("nucleus", k=5)]:
+    for d in [D.Decoding("greedy"), D.Decoding("nucleus", k=5)]:
         ours, t_ours = timed(lambda: G.generate(fast, ids, d, eot, a.max_new, a.batch, seed=0), a.repeats)
         n_ours = sum(len(c) for cs in ours for c in cs)
         (hf, n_hf), t_hf = timed(lambda: hf_generate(fast, ids, d, eot, a.max_new, a.batch), a.repeats)

@@ -1,5 +1,5 @@
 """Independent training runs: one after another in one process (all threads) vs side by side in worker processes
-(``helpers.parallel.run_jobs``, one thread each), in one script on the same jobs.
+(``helpers.core.parallel.run_jobs``, one thread each), in one script on the same jobs.
 
     .venv/bin/python benchmarks/parallel_jobs.py [--model encoder|decoder|both] [--jobs 4] [--steps 20]
 
@@ -18,8 +18,8 @@ import time
 
 import torch
 
-from helpers.hardware import cpu_info, resolve_precision
-from helpers.parallel import run_jobs
+from helpers.core.hardware import cpu_info, resolve_precision
+from helpers.core.parallel import run_jobs
 from _common import train_steps
 
 

@@ -27,9 +27,10 @@ try:
 except ImportError:  # a checkout without the editable install
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from helpers import config, recipes  # noqa: E402
-from helpers.decoder import load_decoder  # noqa: E402
-from helpers.hardware import cpu_info, resolve_precision  # noqa: E402
+from helpers.core import config  # noqa: E402
+from helpers.training import recipes
+from helpers.models.decoder import load_decoder  # noqa: E402
+from helpers.core.hardware import cpu_info, resolve_precision  # noqa: E402
 from _common import chosen_recipes, recipe_parser  # noqa: E402
 
 # name -> (what it tests, overrides of notebook 02's params: "model", "train", "regularisation", "fixed_dropout", ...)

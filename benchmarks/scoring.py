@@ -1,4 +1,4 @@
-"""Minimal-pair scoring throughput: our batched scorers (helpers.lm_scoring) vs the obvious baselines, one process.
+"""Minimal-pair scoring throughput: our batched scorers (helpers.evaluation.lm_scoring) vs the obvious baselines, one process.
 
     .venv/bin/python benchmarks/scoring.py [--pairs 1000] [--pll-sentences 200] [--threads 1]
 
@@ -11,7 +11,7 @@
     of one call in one forward, padded to the call's longest sentence, with logits at every position; it is timed
     at 4 sentences per call (its fastest here: 1, 4, 8, 16, 32 and 64 were measured, 4 best, 32 ~1.5× slower,
     more padding and bigger logit tensors) and at 32 (a common choice); the ratio is given against both.
-    Both call the same model object, so inference speed-ups inside the model (``helpers.ltg_bert``'s eval path)
+    Both call the same model object, so inference speed-ups inside the model (``helpers.models.ltg_bert``'s eval path)
     speed up minicons as much as ours; the ratio measures what the scorers themselves do.
 
 Every baseline's scores are checked against ours (max |difference| printed) before the times are compared. Models:
@@ -32,8 +32,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from helpers import config
-from helpers import lm_scoring as LS, minimal_pairs as MP
+from helpers.core import config
+from helpers.evaluation import lm_scoring as LS, minimal_pairs as MP
 
 
 def timed_alternately(fns: dict, repeats: int) -> tuple[dict, dict]:
@@ -63,16 +63,16 @@ def _first_model(kind: str) -> Path | None:
 
 
 def _tokenizer(kind: str, vocab: int):
-    from helpers.data import load_tinystories
-    from helpers.tokenizers import train_tokenizer
+    from helpers.data.corpora import load_tinystories
+    from helpers.data.tokenizers import train_tokenizer
 
     stories = load_tinystories("tinystories/v1_train_prefix_2MiB.txt.gz").stories[:1500]
     return train_tokenizer(stories, kind, vocab)
 
 
 def load_decoder():
-    from helpers.decoder import DecoderSpec, build_decoder, load_decoder as load
-    from helpers.tokenizers import load_tokenizer
+    from helpers.models.decoder import DecoderSpec, build_decoder, load_decoder as load
+    from helpers.data.tokenizers import load_tokenizer
 
     path = _first_model("decoders")
     if path is not None:
@@ -85,8 +85,8 @@ def load_decoder():
 
 
 def load_encoder():
-    from helpers.ltg_bert import LtgBertForMaskedLM, load_model, ltg_bert_config
-    from helpers.tokenizers import load_tokenizer
+    from helpers.models.ltg_bert import LtgBertForMaskedLM, load_model, ltg_bert_config
+    from helpers.data.tokenizers import load_tokenizer
 
     path = _first_model("encoders")
     if path is not None:

@@ -19,8 +19,8 @@ import time
 
 import numpy as np
 
-from helpers.data import load_tinystories
-from helpers.self_bleu import PAPER_KS, self_bleu_nltk, self_bleu_per_prompt
+from helpers.data.corpora import load_tinystories
+from helpers.diversity.self_bleu import PAPER_KS, self_bleu_nltk, self_bleu_per_prompt
 
 
 def make_groups(n_prompts: int, n_completions: int, n_words: int, seed: int) -> list[list[str]]:

@@ -1,9 +1,9 @@
 """Training-step throughput of GPT-Neo: HF's eager attention (the baseline) vs our fast path, in one process.
 
 A step is what training does: forward with labels, backward, clipping, AdamW step (param groups of
-helpers.training), on the same config, weights, batch and data for both paths. The baseline is HF's eager
-GPT-Neo as a transformers user trains it (``model(input_ids, labels=...)``); ours is ``helpers.training.lm_loss``
-on the fast path (``helpers.decoder.enable_fast_attention``: SDPA attention, and in training blocked attention
+helpers.training.loop), on the same config, weights, batch and data for both paths. The baseline is HF's eager
+GPT-Neo as a transformers user trains it (``model(input_ids, labels=...)``); ours is ``helpers.training.loop.lm_loss``
+on the fast path (``helpers.models.decoder.enable_fast_attention``: SDPA attention, and in training blocked attention
 with cheap dropout masks and the fused GELU). Dropout differs in its random draws only.
 After warm-up the two paths are timed alternately
 (so a load spike from other processes hits both), and the median over the repeats is reported. The machine's
@@ -34,9 +34,9 @@ except ImportError:  # a checkout without the editable install
 
 import transformers  # noqa: E402
 
-from helpers.decoder import build_decoder, count_parameters, enable_fast_attention, flops_per_token  # noqa: E402
-from helpers.hardware import autocast_context, cpu_info, native_bf16  # noqa: E402
-from helpers.training import lm_loss, param_groups  # noqa: E402
+from helpers.models.decoder import build_decoder, count_parameters, enable_fast_attention, flops_per_token  # noqa: E402
+from helpers.core.hardware import autocast_context, cpu_info, native_bf16  # noqa: E402
+from helpers.training.loop import lm_loss, param_groups  # noqa: E402
 from _common import matmul_peak
 
 CONFIGS = {
@@ -66,7 +66,7 @@ def make_step(model, batch: torch.Tensor, loss_fn=hf_loss, lr: float = 5e-4, pre
 
     def step() -> float:
         opt.zero_grad(set_to_none=True)
-        with autocast():  # what helpers.training.train does for precision bf16
+        with autocast():  # what helpers.training.loop.train does for precision bf16
             loss = loss_fn(model, {"input_ids": batch})
         loss.float().backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 2.0)

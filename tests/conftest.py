@@ -11,21 +11,21 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 @pytest.fixture(scope="session")
 def real_stories() -> list[str]:
-    from helpers.data import load_tinystories
+    from helpers.data.corpora import load_tinystories
 
     return load_tinystories("tinystories/v1_train_prefix_2MiB.txt.gz").stories[:400]
 
 
 @pytest.fixture(scope="session")
 def decoder_tokenizer(real_stories):
-    from helpers.tokenizers import train_tokenizer
+    from helpers.data.tokenizers import train_tokenizer
 
     return train_tokenizer(real_stories, "decoder", 1024)
 
 
 @pytest.fixture(scope="session")
 def encoder_tokenizer(real_stories):
-    from helpers.tokenizers import train_tokenizer
+    from helpers.data.tokenizers import train_tokenizer
 
     return train_tokenizer(real_stories, "encoder", 1024)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from helpers.hardware import autocast_context
+from helpers.core.hardware import autocast_context
 
 
 def assert_bf16_step_close_to_fp32(make_model, loss_of, rel: float = 0.02, min_cosine: float = 0.98) -> None:

@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers.architecture import (
+from helpers.analysis.architecture import (
     ContrastiveBlocks,
     best_per_budget,
     contrastive_data,
@@ -24,8 +24,8 @@ from helpers.architecture import (
     shape_name,
     shuffle_sentences,
 )
-from helpers.data import split_sentences
-from helpers.decoder import DecoderSpec, build_decoder
+from helpers.data.corpora import split_sentences
+from helpers.models.decoder import DecoderSpec, build_decoder
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
@@ -189,7 +189,7 @@ def test_loss_spikes():
 
 
 def test_order_preference_cuts_stories_to_whole_sentences_that_fit(decoder_tokenizer, real_stories):
-    from helpers.architecture import sentence_prefix
+    from helpers.analysis.architecture import sentence_prefix
 
     story = next(s for s in real_stories if len(split_sentences(s)) >= 4)
     cut = sentence_prefix(story, decoder_tokenizer, 40)

@@ -1,6 +1,6 @@
 import pytest
 
-from helpers import artifacts as A
+from helpers.core import artifacts as A
 
 
 def test_atomic_file_and_failure(tmp_path):

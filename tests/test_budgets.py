@@ -1,7 +1,7 @@
 import pytest
 
-from helpers import budgets
-from helpers.data import Document
+from helpers.data import budgets
+from helpers.data.corpora import Document
 
 
 def test_nested_prefix_and_whole_stories():

@@ -8,11 +8,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import helpers.compressor as C
-import helpers.memory as M
-from helpers.compressor import (CompressorConfig, CompressorForCausalLM, build_compressor, compressor_loss,
+import helpers.models.compressor as C
+import helpers.analysis.memory as M
+from helpers.models.compressor import (CompressorConfig, CompressorForCausalLM, build_compressor, compressor_loss,
                                 generate_pairs, sample_token, shifted_token_nll)
-from helpers.memory import memory_table, peak_train_memory
+from helpers.analysis.memory import memory_table, peak_train_memory
 
 V = 37
 SPEC = dict(vocab_size=V, hidden=16, layers=2, heads=2, context=16, dropout=0.0)
@@ -178,7 +178,7 @@ def test_logits_and_loss_match_hand_computation(T):
 
 
 def test_gpt_neo_loss_aligns_with_shifted_token_nll():
-    from helpers.decoder import build_decoder
+    from helpers.models.decoder import build_decoder
 
     g = build_decoder(dict(hidden=16, layers=1, heads=2, context=16, window=8, vocab_size=V, dropout=0.0), seed=0).eval()
     ids = ids_of((2, 12))
@@ -264,7 +264,7 @@ def test_nucleus_is_seeded_and_matches_a_sampling_loop():
 
 
 def test_sample_token_follows_the_project_rule():
-    from helpers.generation import Decoding, sample_next
+    from helpers.generation.decoding import Decoding, sample_next
 
     logits = torch.randn(6, V, generator=torch.Generator().manual_seed(0))
     for p, temp in ((0.95, 1.0), (0.5, 0.7), (1.0, 1.3)):
@@ -313,9 +313,9 @@ def test_overfits_a_repeated_batch():
 def test_train_or_skip_trains_and_saves_a_loadable_compressor(tmp_path):
     from transformers import AutoModelForCausalLM
 
-    from helpers.data import PackedBlocks
-    from helpers.recipes import train_or_skip
-    from helpers.training import TrainConfig
+    from helpers.data.corpora import PackedBlocks
+    from helpers.training.recipes import train_or_skip
+    from helpers.training.loop import TrainConfig
 
     block = ids_of((1, 16), seed=21)
     train = PackedBlocks(block.repeat(8, 1), seed=0)  # one block repeated: every batch is the same (overfit)
@@ -384,8 +384,8 @@ def test_peak_train_memory_is_measured_and_compressor_is_smaller():
 
 
 def test_predicted_token_loss_is_the_mean_over_tokens_2_onwards():
-    from helpers.data import PackedBlocks
-    from helpers.decoder import build_decoder
+    from helpers.data.corpora import PackedBlocks
+    from helpers.models.decoder import build_decoder
 
     torch.manual_seed(0)
     blocks = torch.randint(0, 50, (5, 12))

@@ -1,9 +1,9 @@
-"""Loops and endings of completions (helpers.continuation_health)."""
+"""Loops and endings of completions (helpers.diversity.continuation_health)."""
 from __future__ import annotations
 
 import pytest
 
-from helpers.continuation_health import continuation_health, repeated_run
+from helpers.diversity.continuation_health import continuation_health, repeated_run
 
 
 def test_repeated_run_finds_loops_only():

@@ -15,7 +15,7 @@ import transformers
 from transformers import AutoModelForCausalLM, GPTNeoForCausalLM
 from transformers.models.gpt_neo import modeling_gpt_neo as neo
 
-from helpers.decoder import (
+from helpers.models.decoder import (
     cache_kwarg,
     PRESETS,
     DecoderSpec,
@@ -225,7 +225,7 @@ def test_fast_dropout_is_inverted_dropout_with_matching_gradient():
 @pytest.fixture
 def drop_nothing(monkeypatch):
     """The training path's dropout masks drop nothing (scale 1), so it must compute eager's eval-mode function."""
-    import helpers.decoder as dec
+    import helpers.models.decoder as dec
 
     monkeypatch.setattr(dec, "dropout_mask", lambda shape, p, device=None: (torch.zeros(shape, dtype=torch.bool), 1.0))
 
@@ -235,7 +235,7 @@ def test_training_path_equals_eager_when_nothing_is_dropped(monkeypatch, drop_no
     """The dropout path (blocked attention over allowed keys only) is eager GPT-Neo's function: with a mask that
     drops nothing, train-mode logits and gradients equal eager's (dropout off). Blocks of 8 query rows over a
     40-token sequence with window 8 exercise the causal and the window ranges."""
-    import helpers.decoder as dec
+    import helpers.models.decoder as dec
 
     spec = {**SPEC, "dropout": 0.3, "attention_pattern": pattern}
     eager, fast = _pair(spec, init_std=0.05)
@@ -252,7 +252,7 @@ def test_training_path_equals_eager_when_nothing_is_dropped(monkeypatch, drop_no
 
 
 def test_training_path_honours_padding(monkeypatch, drop_nothing):
-    import helpers.decoder as dec
+    import helpers.models.decoder as dec
 
     eager, fast = _pair({**SPEC, "dropout": 0.3})
     monkeypatch.setattr(dec, "ATTENTION_CHUNK", 16)
@@ -502,8 +502,8 @@ def test_config_carries_token_ids_and_dropout():
 
 def test_training_path_runs_under_bf16_autocast_with_dropout():
     """The blocked dropout attention masks its scores with the score dtype's minimum (fp32's overflows bf16)."""
-    from helpers.decoder import build_decoder
-    from helpers.hardware import autocast_context
+    from helpers.models.decoder import build_decoder
+    from helpers.core.hardware import autocast_context
 
     spec = dict(hidden=32, layers=2, heads=4, context=64, window=16, vocab_size=97, dropout=0.1)
     model = build_decoder(spec, seed=0).train()
@@ -518,7 +518,7 @@ def test_context_length_reads_every_kind_of_model_description(tmp_path):
     """One home for a model's context: a model, its config, a config dict, a saved folder; None when unstated."""
     import json
 
-    from helpers.decoder import build_decoder, context_length
+    from helpers.models.decoder import build_decoder, context_length
 
     model = build_decoder(dict(hidden=16, layers=1, heads=2, context=48, window=16, vocab_size=50), seed=0)
     assert context_length(model) == context_length(model.config) == 48
@@ -532,7 +532,7 @@ def test_context_length_reads_every_kind_of_model_description(tmp_path):
 @pytest.mark.parametrize("chunk", [7, 64, 1000])
 def test_fused_lm_head_loss_equals_cross_entropy(chunk):
     """lm_head_loss = F.cross_entropy(h @ W.T, t), gradients included, whatever the chunk (fp32: to 1e-5)."""
-    from helpers.decoder import lm_head_loss
+    from helpers.models.decoder import lm_head_loss
 
     g = torch.Generator().manual_seed(0)
     h0, w0 = torch.randn(130, 16, generator=g), torch.randn(97, 16, generator=g) * 0.3
@@ -552,8 +552,9 @@ def test_fused_lm_head_loss_equals_cross_entropy(chunk):
 def test_lm_loss_takes_the_fused_head_with_the_same_loss_and_gradients(monkeypatch):
     """training.lm_loss on a GPT-Neo (tied embeddings, fast path) equals HF's loss: fp32 loss to 1e-5 and every
     gradient to 1e-5; under bf16 autocast it stays within the shared bf16-vs-fp32 tolerances."""
-    from helpers import decoder as D, training
-    from helpers.decoder import build_decoder
+    from helpers.models import decoder as D
+    from helpers.training import loop as training
+    from helpers.models.decoder import build_decoder
     from precision_check import assert_bf16_step_close_to_fp32
 
     spec = dict(hidden=32, layers=2, heads=4, context=64, window=16, vocab_size=97, dropout=0.0)
@@ -575,7 +576,7 @@ def test_lm_loss_takes_the_fused_head_with_the_same_loss_and_gradients(monkeypat
 
 
 def test_cache_kwarg_follows_the_forward_signature():
-    from helpers import decoder
+    from helpers.models import decoder
     class New(torch.nn.Module):
         def forward(self, input_ids, cache=None):
             return input_ids
@@ -593,7 +594,9 @@ def test_generation_and_scoring_raise_no_deprecation_warning():
     executed report): neither the fast path nor our sampler may trigger it."""
     import warnings
 
-    from helpers import decoder, generation, lm_scoring
+    from helpers.models import decoder
+    from helpers.generation import completions as generation, decoding
+    from helpers.evaluation import lm_scoring
 
     m = decoder.build_decoder(decoder.DecoderSpec(vocab_size=64, hidden=16, layers=2, heads=2, context=32, window=16),
                               seed=0).eval()
@@ -608,7 +611,7 @@ def test_generation_and_scoring_raise_no_deprecation_warning():
 
     with warnings.catch_warnings():
         warnings.simplefilter("error", FutureWarning)
-        out = generation.generate(m, [[5, 6, 7], [8, 9]], generation.Decoding(method="nucleus", k=2), eot_id=0,
+        out = generation.generate(m, [[5, 6, 7], [8, 9]], decoding.Decoding(method="nucleus", k=2), eot_id=0,
                                   max_new_tokens=6, batch_size=4)
         assert len(out) == 2 and len(out[0]) == 2
         sums, counts = lm_scoring.causal_scores(m, Tok(), [(None, "ab c"), ("x", "yz")])

@@ -13,9 +13,9 @@ import pytest
 import torch
 import transformers
 
-from helpers import evaluation as ev, lm_scoring as LS, minimal_pairs as MP
-from helpers.decoder import DecoderSpec, build_decoder, disable_fast_attention
-from helpers.ltg_bert import LtgBertForMaskedLM, ltg_bert_config
+from helpers.evaluation import zero_shot as ev, lm_scoring as LS, minimal_pairs as MP
+from helpers.models.decoder import DecoderSpec, build_decoder, disable_fast_attention
+from helpers.models.ltg_bert import LtgBertForMaskedLM, ltg_bert_config
 
 transformers.logging.set_verbosity_error()
 REPO = Path(__file__).resolve().parents[1]
@@ -250,7 +250,7 @@ def all_items() -> dict[str, list[MP.Item]]:
 
 
 def test_loaders_read_the_bundled_files(all_items):
-    from helpers.data import loaded_files
+    from helpers.data.corpora import loaded_files
 
     counts = {t: (len({i.paradigm for i in v}), len(v)) for t, v in all_items.items()}
     assert counts == {"blimp": (67, 59_875), "supplement": (5, 5_218), "ewok": (11, 7_618)}

@@ -1,4 +1,4 @@
-"""The "What this run shows" sentences (helpers.findings) and the tables they read, on tiny hand-made inputs."""
+"""The "What this run shows" sentences (helpers.report.findings) and the tables they read, on tiny hand-made inputs."""
 from __future__ import annotations
 
 import matplotlib
@@ -8,9 +8,10 @@ matplotlib.use("Agg")
 import pandas as pd
 import pytest
 
-from helpers import findings, reporting, self_bleu
-from helpers.continuation_health import continuation_health
-from helpers.evaluation import interval_table
+from helpers.report import findings, reporting
+from helpers.diversity import self_bleu
+from helpers.diversity.continuation_health import continuation_health
+from helpers.evaluation.zero_shot import interval_table
 
 
 def _intervals():
@@ -133,7 +134,7 @@ def test_choose_k_or_none_with_zero_eps_is_choose_k(eps):
 
 
 def test_average_note_marks_missing_and_scaled_benchmarks():
-    from helpers.evaluation import average_note
+    from helpers.evaluation.zero_shot import average_note
 
     nan = float("nan")
     row = {"source": "ours", "BLiMP": 57.5, "Supp.": 53.0, "EWoK": 50.8, "GLUE": nan, "GLUE protocol": "not fine-tuned"}

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import classifier as clf, finetune as ft, finetune_setup as fs, glue_tasks as gt
-from helpers.data import DataError
-from helpers.finetune_setup import FinetuneConfig, TaskData, finetune_config
-from helpers.glue_tasks import SCALED, STANDARD, TASK_NAMES, TASKS, Example, accuracy, carve_splits, f1_binary, mcc, render
+from helpers.evaluation import classifier as clf, finetune as ft, finetune_setup as fs, glue_tasks as gt
+from helpers.data.corpora import DataError
+from helpers.evaluation.finetune_setup import FinetuneConfig, TaskData, finetune_config
+from helpers.evaluation.glue_tasks import SCALED, STANDARD, TASK_NAMES, TASKS, Example, accuracy, carve_splits, f1_binary, mcc, render
 
 ALL_TASKS = ["boolq", "cola", "mnli", "mnli-mm", "mrpc", "multirc", "qnli", "qqp", "rte", "sst2", "wsc"]
 WITH_TRAIN = {"cola", "mrpc", "rte", "wsc"}
@@ -48,8 +48,8 @@ def synthetic_data(n_train=240, n_dev=64, n_test=64) -> TaskData:
 @pytest.fixture(scope="module")
 def tiny_model_dir(tmp_path_factory):
     """A randomly initialised smoke-size LTG-BERT MLM folder with an encoder tokenizer (vocab 512)."""
-    from helpers.ltg_bert import LtgBertForMaskedLM, ltg_bert_config
-    from helpers.tokenizers import train_tokenizer
+    from helpers.models.ltg_bert import LtgBertForMaskedLM, ltg_bert_config
+    from helpers.data.tokenizers import train_tokenizer
 
     texts = [e.a for e in synthetic(300, 0, "tok")]
     texts += [e.a + " " + (e.b or "") for e in gt.load_examples("rte", "valid")[:100]]
@@ -113,7 +113,7 @@ def test_templates_on_hand_made_rows():
 
 
 def test_encoder_pair_encoding_truncates_longest_first(tiny_model_dir):
-    from helpers.tokenizers import load_tokenizer
+    from helpers.data.tokenizers import load_tokenizer
 
     tok = load_tokenizer(tiny_model_dir)
     long_a = " ".join(["the little girl was good at the park"] * 40)
@@ -331,7 +331,7 @@ def test_metric_interval_bootstrap():
 
     import numpy as np
 
-    from helpers.glue_tasks import accuracy, mcc, metric_interval
+    from helpers.evaluation.glue_tasks import accuracy, mcc, metric_interval
 
     rng = np.random.default_rng(3)
     y = rng.integers(0, 2, 400)

@@ -4,7 +4,9 @@ import unicodedata
 import pytest
 import torch
 
-from helpers import decoder, generation as G, tokenizers
+from helpers.models import decoder
+from helpers.generation import completions as G, decoding as D
+from helpers.data import tokenizers
 
 TRICKY = [
     'Tom said, "I have 3 apples and 12 pears!" Then he ran to the café with his dog, who barked: "Woof, woof!" '
@@ -69,7 +71,7 @@ def test_greedy_matches_hf_generate_with_batching_and_padding(tiny_model, decode
     prompts = G.make_prompts(real_stories, n=7, seed=2, max_words=200)
     ids = [tok(p.prompt, add_special_tokens=False)["input_ids"] for p in prompts]
     assert len({len(x) for x in ids}) > 1, "prompts of different lengths exercise the padding"
-    ours = G.generate(m, ids, G.Decoding("greedy"), eot, max_new_tokens=15, batch_size=3)
+    ours = G.generate(m, ids, D.Decoding("greedy"), eot, max_new_tokens=15, batch_size=3)
     for i, p in enumerate(ids):
         x = torch.tensor([[eot] + p])
         ref = m.generate(x, max_new_tokens=15, do_sample=False, pad_token_id=eot, eos_token_id=eot)[0, x.shape[1]:].tolist()
@@ -81,7 +83,7 @@ def test_sampling_is_seeded_and_independent_of_nothing_else(tiny_model, decoder_
     tok, m = decoder_tokenizer, tiny_model
     eot = tok.convert_tokens_to_ids(G.EOT)
     ids = [tok(p.prompt, add_special_tokens=False)["input_ids"] for p in G.make_prompts(real_stories, n=4, seed=1, max_words=200)]
-    d = G.Decoding("nucleus", k=3, top_p=0.95)
+    d = D.Decoding("nucleus", k=3, top_p=0.95)
     a = G.generate(m, ids, d, eot, max_new_tokens=12, batch_size=6, seed=7)
     b = G.generate(m, ids, d, eot, max_new_tokens=12, batch_size=6, seed=7)
     c = G.generate(m, ids, d, eot, max_new_tokens=12, batch_size=6, seed=8)
@@ -94,15 +96,15 @@ def test_nucleus_keeps_the_smallest_set_reaching_top_p():
     probs = torch.tensor([[0.5, 0.3, 0.15, 0.05]])
     logits = probs.log()
     g = torch.Generator().manual_seed(0)
-    d = G.Decoding("nucleus", top_p=0.7)  # 0.5 < 0.7 <= 0.8: tokens 0 and 1
-    draws = torch.stack([G.sample_next(logits, d, g) for _ in range(4000)]).flatten()
+    d = D.Decoding("nucleus", top_p=0.7)  # 0.5 < 0.7 <= 0.8: tokens 0 and 1
+    draws = torch.stack([D.sample_next(logits, d, g) for _ in range(4000)]).flatten()
     assert set(draws.tolist()) == {0, 1}
     share = (draws == 0).float().mean().item()
     assert abs(share - 0.5 / 0.8) < 0.03
-    tiny = G.Decoding("nucleus", top_p=0.01)
-    assert all(int(G.sample_next(logits, tiny, g)) == 0 for _ in range(50))
-    full = G.Decoding("nucleus", top_p=1.0)
-    draws = torch.stack([G.sample_next(logits, full, g) for _ in range(4000)]).flatten()
+    tiny = D.Decoding("nucleus", top_p=0.01)
+    assert all(int(D.sample_next(logits, tiny, g)) == 0 for _ in range(50))
+    full = D.Decoding("nucleus", top_p=1.0)
+    draws = torch.stack([D.sample_next(logits, full, g) for _ in range(4000)]).flatten()
     assert abs((draws == 3).float().mean().item() - 0.05) < 0.015
 
 
@@ -110,22 +112,22 @@ def test_generation_stops_at_eot_and_respects_limits(tiny_model, decoder_tokeniz
     tok, m = decoder_tokenizer, tiny_model
     eot = tok.convert_tokens_to_ids(G.EOT)
     ids = [tok("Once upon a time", add_special_tokens=False)["input_ids"]]
-    out = G.generate(m, ids, G.Decoding("nucleus", k=4), eot, max_new_tokens=9, seed=1)
+    out = G.generate(m, ids, D.Decoding("nucleus", k=4), eot, max_new_tokens=9, seed=1)
     assert all(len(c) <= 9 and eot not in c for c in out[0])
     with pytest.raises(ValueError, match="context"):
-        G.generate(m, [[5] * 200], G.Decoding("greedy"), eot)
+        G.generate(m, [[5] * 200], D.Decoding("greedy"), eot)
     with pytest.raises(ValueError):
-        G.Decoding("greedy", k=2)
+        D.Decoding("greedy", k=2)
     with pytest.raises(ValueError):
-        G.Decoding("beam")
+        D.Decoding("beam")
 
 
 def test_corpus_rows_and_ledger(tmp_path, real_stories):
-    from helpers.budgets import CorpusEntry, Ledger
+    from helpers.data.budgets import CorpusEntry, Ledger
 
     prompts = G.make_prompts(real_stories, n=3, seed=0)
     comps = [[" and then they played.", " The end."]] * 3
-    d = G.Decoding("nucleus", k=2)
+    d = D.Decoding("nucleus", k=2)
     rows = list(G.completion_rows(prompts, comps, "tiny-1M", d, seed=4))
     assert len(rows) == 6 and rows[0]["text"] == rows[0]["prompt"] + rows[0]["completion"]
     assert rows[1]["decoding"] == "nucleus-2" and rows[1]["settings"]["top_p"] == 0.95
@@ -137,8 +139,8 @@ def test_corpus_rows_and_ledger(tmp_path, real_stories):
 
 
 def test_nested_decodings_share_samples():
-    ds = [G.Decoding("greedy"), G.Decoding("nucleus", k=1), G.Decoding("nucleus", k=5), G.Decoding("nucleus", k=10)]
-    plan = G.nested_decodings(ds)
+    ds = [D.Decoding("greedy"), D.Decoding("nucleus", k=1), D.Decoding("nucleus", k=5), D.Decoding("nucleus", k=10)]
+    plan = D.nested_decodings(ds)
     assert plan["greedy"] == (ds[0], 1)
     assert plan["nucleus-1"] == (ds[3], 1) and plan["nucleus-5"] == (ds[3], 5) and plan["nucleus-10"] == (ds[3], 10)
 
@@ -151,7 +153,7 @@ def test_dropping_finished_rows_changes_no_completion(monkeypatch, method):
     model = decoder.build_decoder(dict(hidden=16, layers=2, heads=2, context=64, window=8, vocab_size=6, dropout=0.0),
                                   seed=3, bos_token_id=0, eos_token_id=0, pad_token_id=0)
     prompts = [[1, 2, 3], [4, 5], [2], [3, 3, 3, 4], [5, 1]]
-    dec = G.Decoding("greedy") if method == "greedy" else G.Decoding("nucleus", top_p=0.95, k=4)
+    dec = D.Decoding("greedy") if method == "greedy" else D.Decoding("nucleus", top_p=0.95, k=4)
     kept = G.generate(model, prompts, dec, eot_id=0, max_new_tokens=40, batch_size=32, seed=7)
     monkeypatch.setattr(G, "SHRINK_AT", 0.0)  # never drop a row
     full = G.generate(model, prompts, dec, eot_id=0, max_new_tokens=40, batch_size=32, seed=7)
@@ -162,12 +164,12 @@ def test_dropping_finished_rows_changes_no_completion(monkeypatch, method):
 
 
 def test_decoding_from_name():
-    assert G.decoding_from_name("greedy") == G.Decoding("greedy")
-    d = G.decoding_from_name("nucleus-5", top_p=0.9, temperature=0.7)
+    assert D.decoding_from_name("greedy") == D.Decoding("greedy")
+    d = D.decoding_from_name("nucleus-5", top_p=0.9, temperature=0.7)
     assert (d.method, d.k, d.top_p, d.temperature) == ("nucleus", 5, 0.9, 0.7)
     for bad in ["nucleus", "nucleus-0", "beam-3", "nucleus-x"]:
         with pytest.raises(ValueError, match="decoding name"):
-            G.decoding_from_name(bad)
+            D.decoding_from_name(bad)
 
 
 def test_ended_flag_tells_eot_from_the_length_cap(tiny_model, decoder_tokenizer):
@@ -187,9 +189,9 @@ def test_ended_flag_tells_eot_from_the_length_cap(tiny_model, decoder_tokenizer)
             head.bias.zero_()
             head.bias[eot] = bias
         m.lm_head = head
-        texts, ended = G.complete_prompts(m, tok, prompts, G.Decoding("nucleus", k=3), max_new_tokens=12, seed=2,
+        texts, ended = G.complete_prompts(m, tok, prompts, D.Decoding("nucleus", k=3), max_new_tokens=12, seed=2,
                                           return_ended=True)
-        assert texts == G.complete_prompts(m, tok, prompts, G.Decoding("nucleus", k=3), max_new_tokens=12, seed=2)
+        assert texts == G.complete_prompts(m, tok, prompts, D.Decoding("nucleus", k=3), max_new_tokens=12, seed=2)
         assert ended == [[want] * 3]
-        rows = list(G.completion_rows(prompts, texts, "m", G.Decoding("nucleus", k=3), 2, ended))
+        rows = list(G.completion_rows(prompts, texts, "m", D.Decoding("nucleus", k=3), 2, ended))
         assert [r["ended"] for r in rows] == [want] * 3

@@ -1,10 +1,10 @@
-"""The machine description and the precision choice (helpers.hardware)."""
+"""The machine description and the precision choice (helpers.core.hardware)."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from helpers import hardware
+from helpers.core import hardware
 
 
 def test_cpu_info_names_the_cpu_and_its_flags():

@@ -7,8 +7,9 @@ import pandas as pd
 import pytest
 import torch
 
-from helpers import interpret as I, interpret_tables as tables, interpret_views as views, lexicon
-from helpers.decoder import DecoderSpec, build_decoder
+from helpers.analysis import interpret as I, interpret_tables as tables, lexicon
+from helpers.report import interpret_views as views
+from helpers.models.decoder import DecoderSpec, build_decoder
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.py
@@ -21,7 +22,7 @@ def stories(real_stories):
 
 @pytest.fixture(scope="module")
 def tok(stories):
-    from helpers.tokenizers import train_tokenizer
+    from helpers.data.tokenizers import train_tokenizer
 
     return train_tokenizer(stories, "decoder", 512)
 
@@ -221,17 +222,17 @@ def test_analysis_is_cached_and_reused(tmp_path, model, tok, stories):
     assert "<mark" not in views.neuron_html(a, 1, 0, ex) and "class=\"top\"" in views.neuron_html(a, 1, 0, ex)
 
 
-# the split of the former helpers.interpret (issue #18): each public name has one home
+# the split of the former interpret module (issue #18): each public name has one home
 HOMES = {
-    "lexicon": """CLASSES ATTENTION_CLASSES SPECIALIST_CLASSES FUNCTION_CLASSES CLOSED_CLASS IRREGULAR_VERBS NAMES LEXICON
+    "analysis.lexicon": """CLASSES ATTENTION_CLASSES SPECIALIST_CLASSES FUNCTION_CLASSES CLOSED_CLASS IRREGULAR_VERBS NAMES LEXICON
         Word split_words Lexicon lexicon_from_frame load_lexicon word_class story_names LexiconTagger SpacyTagger
         installed_spacy_model make_tagger attention_class""",
-    "interpret": """CACHE_VERSION StoryTokens encode_story display_token attention_maps layer_types allowed_mask
+    "analysis.interpret": """CACHE_VERSION StoryTokens encode_story display_token attention_maps layer_types allowed_mask
         distance_correlation positional_label reference_correlations MAX_OFFSET story_attention_stats MLPRecorder
         mlp_activations top_activations story_bounds context_bounds ModelAnalysis analysis_fingerprint analyse_model""",
-    "interpret_tables": """head_table target_class_table class_base_rates group_target_classes paper_observation
+    "analysis.interpret_tables": """head_table target_class_table class_base_rates group_target_classes paper_observation
         neuron_class_shares chance_specialists token_base_rates specialist_table neuron_examples showcase_neurons""",
-    "interpret_views": "neuron_html html_page plot_attention_grid plot_correlation_grid",
+    "report.interpret_views": "neuron_html html_page plot_attention_grid plot_correlation_grid",
 }
 #: same name, unrelated function elsewhere (none since memorisation's names of a corpus became corpus_names)
 UNRELATED: set[tuple[str, str]] = set()
@@ -244,7 +245,8 @@ def test_each_moved_name_has_one_home():
 
     folder = Path(importlib.import_module("helpers").__file__).parent
     defined: dict[str, set[str]] = {}
-    for f in folder.glob("*.py"):
+    for f in folder.rglob("*.py"):
+        module_name = ".".join(f.relative_to(folder).with_suffix("").parts)
         for node in ast.parse(f.read_text()).body:  # top-level definitions only (imports do not count)
             if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
                 names = [node.name]
@@ -254,7 +256,7 @@ def test_each_moved_name_has_one_home():
             else:
                 continue
             for n in names:
-                defined.setdefault(n, set()).add(f.stem)
+                defined.setdefault(n, set()).add(module_name)
     for home, names in HOMES.items():
         module = importlib.import_module(f"helpers.{home}")
         for name in names.split():

@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from helpers.judge import (
+from helpers.judge.rubric import (
     GRADE_TEMPLATE,
     INSTRUCT_CATEGORIES,
     INSTRUCT_GRADE_TEMPLATE,
@@ -23,8 +23,8 @@ from helpers.judge import (
     judge_status,
     parse_grades,
 )
-from helpers.judge_client import JudgeClient, JudgeConfig
-from helpers.judge_runs import grade_completions
+from helpers.judge.client import JudgeClient, JudgeConfig
+from helpers.judge.runs import grade_completions
 
 KEY_ENV = "STORYBENCH_TEST_JUDGE_KEY"
 SECRET = "sk-test-SECRET-0123456789abcdef"

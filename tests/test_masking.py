@@ -11,7 +11,7 @@ import pytest
 import torch
 import transformers
 
-from helpers.masking import (
+from helpers.data.masking import (
     MaskedBlocks,
     MaskingConfig,
     TokenIds,
@@ -168,7 +168,7 @@ def test_rank_slices_and_batches():
         assert torch.equal(full[k], torch.cat([p[k] for p in parts]))
     batch = data.batch(3, 16)
     assert all(torch.equal(batch[k], full[k]) for k in full)
-    from helpers.data import PackedBlocks
+    from helpers.data.corpora import PackedBlocks
 
     plain = PackedBlocks(data.blocks, seed=1)
     for step in (0, 3, 9):  # the same rows, in the same order, as the decoder's PackedBlocks
@@ -202,7 +202,7 @@ def test_pack_encoder_blocks_layout():
 
 
 def test_real_tokenizer_end_to_end(encoder_tokenizer, real_stories):
-    from helpers.ltg_bert import LtgBertForMaskedLM, ltg_bert_config
+    from helpers.models.ltg_bert import LtgBertForMaskedLM, ltg_bert_config
 
     tok = TokenIds.from_tokenizer(encoder_tokenizer)
     names = encoder_tokenizer.convert_ids_to_tokens(list(tok.special_ids))
@@ -221,7 +221,7 @@ def test_real_tokenizer_end_to_end(encoder_tokenizer, real_stories):
 
 
 def test_mlm_loss_packed_equals_plain():
-    from helpers.ltg_bert import LtgBertForMaskedLM, ltg_bert_config
+    from helpers.models.ltg_bert import LtgBertForMaskedLM, ltg_bert_config
 
     torch.manual_seed(0)
     model = LtgBertForMaskedLM(ltg_bert_config("smoke", V)).eval()
@@ -235,8 +235,8 @@ def test_mlm_loss_packed_equals_plain():
 
 
 def _train_run(out, steps=8, stop_after=None):
-    from helpers.ltg_bert import LtgBertForMaskedLM, ltg_bert_config
-    from helpers.training import TrainConfig, train
+    from helpers.models.ltg_bert import LtgBertForMaskedLM, ltg_bert_config
+    from helpers.training.loop import TrainConfig, train
 
     torch.manual_seed(0)
     model = LtgBertForMaskedLM(ltg_bert_config("smoke", V))
@@ -266,8 +266,8 @@ def test_training_loop_with_lamb_resumes_exactly(tmp_path):
 def test_a_masking_departure_enters_the_encoder_fingerprint_and_the_reference_does_not(monkeypatch, tmp_path):
     """``plan_encoders(masking=...)`` gives the training blocks a MaskingConfig; ``train_encoder`` adds it to the
     run's spec (so a changed mask rate retrains) only when it departs from the reference's."""
-    from helpers import recipes
-    from helpers.ltg_bert import ltg_bert_config
+    from helpers.training import recipes
+    from helpers.models.ltg_bert import ltg_bert_config
 
     seen = []
     monkeypatch.setattr(recipes, "train_or_skip", lambda name, build, spec, *a, **k: seen.append(spec))
@@ -281,7 +281,7 @@ def test_a_masking_departure_enters_the_encoder_fingerprint_and_the_reference_do
 
 
 def test_encoder_model_applies_model_dropout_to_a_preset_or_a_spec():
-    from helpers.recipes import encoder_model
+    from helpers.training.recipes import encoder_model
 
     assert encoder_model("cpu") == "cpu" and encoder_model("cpu", None) == "cpu"
     assert encoder_model("cpu", 0.0) == {"preset": "cpu", "dropout": 0.0}

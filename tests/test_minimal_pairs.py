@@ -1,4 +1,4 @@
-"""The minimal-pair task registry (helpers.minimal_pairs): a task registered with a loader and a data folder is
+"""The minimal-pair task registry (helpers.evaluation.minimal_pairs): a task registered with a loader and a data folder is
 loadable through ``load_task`` and ``task_files``, and an unknown task is refused with the names of the known ones."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from helpers import minimal_pairs as MP
+from helpers.evaluation import minimal_pairs as MP
 
 # two files shaped like the supplement's: one task per file, sentence_good / sentence_bad plus per-task metadata
 TOY = {

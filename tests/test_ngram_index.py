@@ -1,12 +1,12 @@
-"""Nearest training story and longest shared run (helpers.ngram_index) against brute force."""
+"""Nearest training story and longest shared run (helpers.diversity.ngram_index) against brute force."""
 from __future__ import annotations
 
 import random
 
 import pytest
 
-from helpers import ngram_index as ni
-from helpers.rouge import rouge_tokenize
+from helpers.diversity import ngram_index as ni
+from helpers.diversity.rouge import rouge_tokenize
 
 
 def brute_lcs(a: list[str], b: list[str]) -> int:

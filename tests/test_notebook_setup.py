@@ -1,10 +1,12 @@
-"""helpers.notebook: the setup cell's parameters, run folder, threads and decoder check.  The params it collects are
+"""helpers.report.notebook: the setup cell's parameters, run folder, threads and decoder check.  The params it collects are
 what each notebook's manifest records: they must be the ones the notebooks used to retype by hand."""
 import json
 
 import pytest
 
-from helpers import config, notebook as N, runner
+from helpers.core import config
+from helpers.report import notebook as N
+from helpers import runner
 
 NOTEBOOKS = [p.name.removesuffix(".ipynb") for p in runner.notebooks()]
 

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from helpers import memorisation as M, ngram_index as NI, rouge
+from helpers.diversity import memorisation as M, ngram_index as NI, rouge
 
 STORIES = [
     "Once upon a time, there was a girl named Lily. Lily liked to play with her red ball in the park. One day the "
@@ -41,7 +41,8 @@ def test_template_check_catches_a_story_with_names_swapped():
 def test_memorisation_prompts_have_their_own_cut(tmp_path):
     import yaml
 
-    from helpers import config, generation as G
+    from helpers.core import config
+    from helpers.generation import completions as G
 
     for profile in config.PROFILES:
         p = yaml.safe_load((config.repo_root() / "params" / profile / "03_generation_self_bleu.yaml").read_text())
@@ -64,8 +65,8 @@ def _v2_file(path, n, seed, truncated=True):
 
 
 def test_full_budget_is_all_stories_but_the_heldout_reserve(tmp_path):
-    from helpers import budgets as B, data
-    from helpers.artifacts import read_jsonl
+    from helpers.data import budgets as B, corpora as data
+    from helpers.core.artifacts import read_jsonl
 
     train = tmp_path / "TinyStoriesV2-GPT4-train.txt"
     stories = _v2_file(train, 300, 0)
@@ -93,7 +94,7 @@ def test_full_budget_is_all_stories_but_the_heldout_reserve(tmp_path):
 
 
 def test_official_v2_validation_file_is_read_as_stories(tmp_path):
-    from helpers import data
+    from helpers.data import corpora as data
 
     valid = tmp_path / "TinyStoriesV2-GPT4-valid.txt"
     stories = _v2_file(valid, 20, 1, truncated=False)
@@ -106,7 +107,8 @@ def test_official_v2_validation_file_is_read_as_stories(tmp_path):
 
 
 def test_paper_profile_reads_tinystories_v2_and_passes_the_params_check():
-    from helpers import config, runner
+    from helpers.core import config
+    from helpers import runner
 
     runner.plan("paper", runner.notebooks())
     p = config.read_yaml(config.params_file("paper", "01_data_budgets"))
@@ -117,7 +119,8 @@ def test_paper_profile_reads_tinystories_v2_and_passes_the_params_check():
 
 # ----------------------------------------------------------------------------- 3. the challenge rule counts the generator's corpus
 def test_rule_counts_the_generator_corpus_and_checks_prompt_ids(tmp_path):
-    from helpers import budgets as B, generation as G
+    from helpers.data import budgets as B
+    from helpers.generation import completions as G
 
     stories = [f"story {i} " + "w " * 8 for i in range(40)]  # 10 words each
     led = B.prepare_corpora(tmp_path, stories, {"f": "x"}, [], {}, [50, 100, 200], [], seed=0)
@@ -142,7 +145,7 @@ def test_rule_counts_the_generator_corpus_and_checks_prompt_ids(tmp_path):
 
 
 def test_rule_union_of_corpora_that_are_not_nested(tmp_path):
-    from helpers import budgets as B
+    from helpers.data import budgets as B
 
     led = B.Ledger(tmp_path / "ledger.json")
     for name, ids in [("tiny-a", [0, 1, 2]), ("tiny-b", [2, 3])]:
@@ -166,9 +169,9 @@ def test_long_phase_switches_to_long_blocks_with_a_quarter_of_the_batch(tmp_path
 
     import torch
 
-    from helpers.ltg_bert import LtgBertForMaskedLM, ltg_bert_config
-    from helpers.masking import LongPhaseBlocks, MaskedBlocks, TokenIds, mlm_loss
-    from helpers.training import TrainConfig, train
+    from helpers.models.ltg_bert import LtgBertForMaskedLM, ltg_bert_config
+    from helpers.data.masking import LongPhaseBlocks, MaskedBlocks, TokenIds, mlm_loss
+    from helpers.training.loop import TrainConfig, train
 
     tok = TokenIds(vocab_size=64, mask_id=4, cls_id=1, sep_id=2, pad_id=3, special_ids=(0, 1, 2, 3, 4, 5))
     short, long = MaskedBlocks(_blocks(40, 16), tok), MaskedBlocks(_blocks(12, 64, seed=1), tok, seed=1)
@@ -188,7 +191,8 @@ def test_long_phase_switches_to_long_blocks_with_a_quarter_of_the_batch(tmp_path
 
 
 def test_long_phase_is_a_train_param_of_the_encoders(tmp_path):
-    from helpers import config, runner
+    from helpers.core import config
+    from helpers import runner
 
     runner.plan("paper", runner.notebooks())
     p = config.read_yaml(config.params_file("paper", "04_encoder_pretraining"))["train"]
@@ -201,7 +205,8 @@ def test_long_phase_is_a_train_param_of_the_encoders(tmp_path):
 def test_comparison_takes_the_authors_row_and_never_a_context_free_ewok():
     import pandas as pd
 
-    from helpers import config, evaluation
+    from helpers.core import config
+    from helpers.evaluation import zero_shot as evaluation
 
     t2 = pd.read_csv(config.repo_root() / "params" / "paper_reference" / "table2_strict_small_10m.csv")
     row = evaluation.paper_authors_row(t2, "baby-10M")
@@ -234,7 +239,8 @@ def test_glue_train_dir_gives_the_standard_protocol_and_scaled_tasks_are_flagged
 
     import pandas as pd
 
-    from helpers import config, finetune as ft, finetune_setup as fs, glue_tasks as gt
+    from helpers.core import config
+    from helpers.evaluation import finetune as ft, finetune_setup as fs, glue_tasks as gt
 
     # a BabyLM-shaped boolq.train.jsonl (same fields as the bundled validation file), grouped by passage
     rows = [{"question": f"is it {i}?", "passage": f"passage {i // 2} about things", "label": i % 2, "idx": i}
@@ -282,7 +288,8 @@ Once upon a ti"""
 
 
 def test_real_tinystories_instruct_file_is_parsed(tmp_path):
-    from helpers import data, instruct, instruct_files
+    from helpers.data import corpora as data
+    from helpers.story_eval import instruct, instruct_files
 
     f = tmp_path / "TinyStoriesInstruct-valid.txt"
     f.write_text(INSTRUCT_FILE, encoding="utf-8")
@@ -302,8 +309,10 @@ def test_real_tinystories_instruct_file_is_parsed(tmp_path):
 
 # ----------------------------------------------------------------------------- 6. the 100M strict track
 def test_strict_100m_track_profile(tmp_path):
-    from helpers import budgets as B, config, runner
-    from helpers.data import Document
+    from helpers.data import budgets as B
+    from helpers.core import config
+    from helpers import runner
+    from helpers.data.corpora import Document
 
     assert "paper-100m" in config.PROFILES
     runner.plan("paper-100m", runner.notebooks())
@@ -334,7 +343,9 @@ def test_strict_100m_track_profile(tmp_path):
 
 
 def test_instruct_decoder_plans_on_the_real_files(tmp_path, real_stories, decoder_tokenizer):
-    from helpers import budgets as B, config, instruct_files
+    from helpers.data import budgets as B
+    from helpers.core import config
+    from helpers.story_eval import instruct_files
 
     run = tmp_path / "runs"
     (run / "data").mkdir(parents=True)
@@ -364,7 +375,7 @@ def test_template_check_reuses_known_plain_runs():
 def test_notebook_05b_picks_the_real_instruct_files_when_given(tmp_path, monkeypatch):
     """``instruct_files.plan_instruct_run`` / ``heldout_prompts`` (what notebook 05b calls) use the real files
     when the params name them, the derived documents otherwise, and refuse a train file without a valid file."""
-    from helpers import instruct_files as IF
+    from helpers.story_eval import instruct_files as IF
 
     calls = []
     monkeypatch.setattr(IF, "plan_instruct", lambda *a, **k: calls.append(("derived", a, k)) or "derived")

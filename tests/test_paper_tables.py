@@ -1,4 +1,4 @@
-"""helpers.paper_tables: Tables 1 and 2 from summaries, every zero-shot accuracy with its interval."""
+"""helpers.report.paper_tables: Tables 1 and 2 from summaries, every zero-shot accuracy with its interval."""
 from __future__ import annotations
 
 import math
@@ -6,7 +6,8 @@ import math
 import pandas as pd
 import pytest
 
-from helpers import evaluation, paper_tables
+from helpers.evaluation import zero_shot as evaluation
+from helpers.report import paper_tables
 
 
 class _Result:  # what the tables read of an EvalResult

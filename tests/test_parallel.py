@@ -1,9 +1,9 @@
-"""helpers.parallel: independent jobs in worker processes give the same results as in the caller."""
+"""helpers.core.parallel: independent jobs in worker processes give the same results as in the caller."""
 import os
 
 import pytest
 
-from helpers import parallel
+from helpers.core import parallel
 from parallel_jobs import fail, square
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from helpers import reporting
+from helpers.report import reporting
 
 
 def _comparison():
@@ -50,9 +50,9 @@ def test_ours_vs_paper_refuses_ambiguous_intervals():
 def test_story_views_draw_intervals_chance_and_every_model():
     import matplotlib.pyplot as plt
 
-    from helpers import story_views as SV
-    from helpers.judge_validity import CORRUPTIONS, VALIDITY_CRITERIA
-    from helpers.story_eval import SUITES
+    from helpers.report import story_views as SV
+    from helpers.judge.validity import CORRUPTIONS, VALIDITY_CRITERIA
+    from helpers.story_eval.suites import SUITES
 
     validity = pd.DataFrame([{"criterion": c, "corruption": k, "real wins": 0.7, "low": 0.6, "high": 0.8}
                              for c in VALIDITY_CRITERIA for k in [*CORRUPTIONS, "all"]])
@@ -88,7 +88,7 @@ def test_story_views_draw_intervals_chance_and_every_model():
 def test_generation_views_draw_bands_panels_and_every_model():
     import matplotlib.pyplot as plt
 
-    from helpers import generation_views as GV
+    from helpers.report import generation_views as GV
 
     sb = pd.DataFrame([{"model": m, "k": k, "self-BLEU": 0.1 * k, "ci_low": 0.1 * k - 0.05, "ci_high": 0.1 * k + 0.05}
                        for m in ("a", "b") for k in (2, 3, 4)])

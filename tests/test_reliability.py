@@ -18,7 +18,9 @@ import pytest
 import torch
 import yaml
 
-from helpers import artifacts, budgets, config, runner
+from helpers.core import artifacts, config
+from helpers.data import budgets
+from helpers import runner
 
 sys.path.insert(0, str(Path(__file__).parent))
 import train_worker as W  # noqa: E402
@@ -52,8 +54,8 @@ def _edit_params(root: Path, nb: str, text_from: str, text_to: str) -> Path:
 
 # ----------------------------------------------------------------------------- rows 1, 12: training artefacts
 def _train_or_skip(out, cfg, loss_fn=None, log=None):
-    from helpers.recipes import train_or_skip
-    from helpers.training import lm_loss
+    from helpers.training.recipes import train_or_skip
+    from helpers.training.loop import lm_loss
 
     tr, va = W.make_data()
     return train_or_skip("tiny", lambda: W.make_model(), {"hidden": 32}, tr, va, None, cfg, out,
@@ -61,7 +63,7 @@ def _train_or_skip(out, cfg, loss_fn=None, log=None):
 
 
 def test_row01_changed_params_never_delete_the_finished_run_first(tmp_path, one_thread):
-    from helpers.training import TrainingDiverged, lm_loss
+    from helpers.training.loop import TrainingDiverged, lm_loss
 
     out = tmp_path / "decoders" / "tiny-10k"
     good = W.make_config(steps=4, save_every=2, eval_every=2)
@@ -88,7 +90,7 @@ def test_row01_changed_params_never_delete_the_finished_run_first(tmp_path, one_
 
 
 def test_row12_disk_full_while_saving_is_one_line_naming_the_path(tmp_path, monkeypatch, one_thread):
-    from helpers import training
+    from helpers.training import loop as training
 
     monkeypatch.setenv("STORYBENCH_RUNS", str(tmp_path))  # paths in messages: runs/..., never this machine's
 
@@ -218,9 +220,9 @@ def test_row15_threads_0_honours_omp_num_threads(monkeypatch):
 
 # ----------------------------------------------------------------------------- row 13: missing upstream output
 def test_row13_missing_decoder_names_the_notebook_to_run(tmp_path, monkeypatch):
-    from helpers.decoder import load_decoder
-    from helpers.ltg_bert import load_model
-    from helpers.tokenizers import load_tokenizer
+    from helpers.models.decoder import load_decoder
+    from helpers.models.ltg_bert import load_model
+    from helpers.data.tokenizers import load_tokenizer
 
     monkeypatch.setenv("STORYBENCH_RUNS", str(tmp_path / "runs"))
     missing = tmp_path / "runs" / "smoke" / "decoders" / "tiny-10k" / "best"
@@ -346,10 +348,10 @@ def _items(n):
 
 
 def test_row04_unreachable_judge_stops_after_a_few_failures(tmp_path):
-    from helpers import judge_runs as JR
-    from helpers.judge import JudgeUnreachable
-    from helpers.judge_client import JudgeClient
-    from helpers.judge_runs import grade_completions
+    from helpers.judge import runs as JR
+    from helpers.judge.rubric import JudgeUnreachable
+    from helpers.judge.client import JudgeClient
+    from helpers.judge.runs import grade_completions
 
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
@@ -371,9 +373,9 @@ def test_row04_unreachable_judge_stops_after_a_few_failures(tmp_path):
 
 
 def test_row05_no_usable_grade_fails_loudly_and_partial_results_stay_cached(tmp_path):
-    from helpers.judge import JudgeError
-    from helpers.judge_client import JudgeConfig
-    from helpers.judge_runs import grade_completions
+    from helpers.judge.rubric import JudgeError
+    from helpers.judge.client import JudgeConfig
+    from helpers.judge.runs import grade_completions
 
     server = _Server(lambda first: None if "story 0" in first else "What a lovely story! I would not grade it.")
     try:

@@ -95,7 +95,7 @@ def test_report_checker_catches_each_problem(tmp_path):
 
 
 def test_progress_is_quiet_and_plain_when_headless(monkeypatch, capsys):
-    from helpers import progress as P
+    from helpers.core import progress as P
 
     monkeypatch.setenv("STORYBENCH_HEADLESS", "1")
     assert P.headless()
@@ -111,7 +111,7 @@ def test_progress_is_quiet_and_plain_when_headless(monkeypatch, capsys):
 def test_progress_headless_text_has_no_cursor_escapes(monkeypatch):
     import io
 
-    from helpers import progress as P
+    from helpers.core import progress as P
 
     monkeypatch.setenv("STORYBENCH_HEADLESS", "1")
     buf = io.StringIO()
@@ -122,7 +122,7 @@ def test_progress_headless_text_has_no_cursor_escapes(monkeypatch):
 
 
 def test_progress_interactive_uses_tqdm_auto(monkeypatch):
-    from helpers import progress as P
+    from helpers.core import progress as P
 
     monkeypatch.delenv("STORYBENCH_HEADLESS", raising=False)
     assert not P.headless()
@@ -148,7 +148,7 @@ def test_save_figure_writes_png_and_pdf(reports):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from helpers import reporting
+    from helpers.report import reporting
 
     fig, ax = plt.subplots()
     ax.plot([1, 2, 3])
@@ -164,7 +164,7 @@ def test_save_figure_writes_png_and_pdf(reports):
 def test_save_table_never_writes_scientific_notation(reports):
     import pandas as pd
 
-    from helpers import reporting
+    from helpers.report import reporting
 
     df = pd.DataFrame({"budget_flops": [1.89247e11, 1.295e13], "loss": [6.330892, 4.7371], "n": [378240, 953088]})
     out = reporting.save_table(df, "t", "smoke", floatfmt=".4g")
@@ -175,7 +175,7 @@ def test_save_table_never_writes_scientific_notation(reports):
 
 
 def test_write_manifest_returns_none_and_records_packages(reports):
-    from helpers import reporting
+    from helpers.report import reporting
 
     assert reporting.write_manifest("smoke", "99_test", {"seed": 1}, {}) is None
     entry = json.loads((reports / "manifest.json").read_text())["99_test"]
@@ -186,7 +186,7 @@ def test_write_manifest_returns_none_and_records_packages(reports):
 
 
 def test_number_formats_for_people():
-    from helpers.reporting import fmt_count, fmt_minutes, fmt_number
+    from helpers.report.reporting import fmt_count, fmt_minutes, fmt_number
 
     assert [fmt_count(x) for x in (999, 12_345, 1_250_000, 1_249_200, 999_999)] == ["999", "12.3k", "1.25M", "1.25M", "1M"]
     assert fmt_minutes(125) == "2.1 min"
@@ -194,7 +194,7 @@ def test_number_formats_for_people():
 
 
 def test_shown_path_is_relative(monkeypatch, tmp_path):
-    from helpers.config import repo_root, shown_path
+    from helpers.core.config import repo_root, shown_path
 
     assert shown_path(repo_root() / "runs" / "cpu" / "data") == "runs/cpu/data"
     monkeypatch.setenv("STORYBENCH_RUNS", str(tmp_path / "r"))
@@ -233,7 +233,7 @@ def test_runner_writes_repository_relative_paths_into_notebook_metadata(outcome,
     fail = {"finished": None, "kernel died": DeadKernelError("Kernel died"),
             "cell failed": PapermillExecutionError(3, 3, "x = 1", "ValueError", "boom", [])}[outcome]
     _fake_papermill(monkeypatch, fail)
-    monkeypatch.setattr("helpers.reporting.write_requirements_lock", lambda profile: None)
+    monkeypatch.setattr("helpers.report.reporting.write_requirements_lock", lambda profile: None)
     todo = runner.plan("smoke", runner.select(runner.notebooks(), "01", None))
     if fail is None:
         runner._run("smoke", todo, False)
@@ -261,22 +261,22 @@ def test_clean_streams_collapses_redraws(tmp_path):
 
 
 def test_tidy_names_repository_files_relative_to_the_repository(tmp_path):
-    from helpers.config import repo_root
+    from helpers.core.config import repo_root
     from helpers.runner import tidy_report
 
     root = str(repo_root())
-    warning = f"{root}/src/helpers/decoder.py:420: FutureWarning: deprecated\n"
+    warning = f"{root}/src/helpers/models/decoder.py:420: FutureWarning: deprecated\n"
     p = tmp_path / "n.ipynb"
     p.write_text(json.dumps(_nb([{"output_type": "stream", "name": "stderr", "text": [warning]},
                                  {"output_type": "error", "ename": "E", "evalue": "x",
-                                  "traceback": [f"File {root}/src/helpers/data.py:3"]},
+                                  "traceback": [f"File {root}/src/helpers/data/corpora.py:3"]},
                                  {"output_type": "execute_result", "execution_count": 1, "metadata": {},
                                   "data": {"text/plain": f"'{root}/reports/cpu/x.csv'"}}])))
     assert any("absolute path" in x for x in report_problems(p))
     tidy_report(p)
     outs = json.loads(p.read_text())["cells"][0]["outputs"]
-    assert "".join(outs[0]["text"]) == "src/helpers/decoder.py:420: FutureWarning: deprecated\n"
-    assert outs[1]["traceback"] == ["File src/helpers/data.py:3"]
+    assert "".join(outs[0]["text"]) == "src/helpers/models/decoder.py:420: FutureWarning: deprecated\n"
+    assert outs[1]["traceback"] == ["File src/helpers/data/corpora.py:3"]
     assert outs[2]["data"]["text/plain"] == "'reports/cpu/x.csv'"
     assert not [x for x in report_problems(p) if "absolute path" in x]
 
@@ -291,7 +291,7 @@ def test_a_failed_run_keeps_the_times_of_the_notebooks_it_finished(tmp_path, mon
 
     monkeypatch.setenv("STORYBENCH_ROOT", str(ROOT))
     monkeypatch.setenv("STORYBENCH_REPORTS", str(tmp_path / "reports"))
-    monkeypatch.setattr("helpers.reporting.write_requirements_lock", lambda profile: None)
+    monkeypatch.setattr("helpers.report.reporting.write_requirements_lock", lambda profile: None)
 
     def execute(input_path, output_path, **kw):
         Path(output_path).parent.mkdir(parents=True, exist_ok=True)

@@ -1,10 +1,10 @@
-"""ROUGE-n (helpers.rouge) against the ``rouge-score`` package."""
+"""ROUGE-n (helpers.diversity.rouge) against the ``rouge-score`` package."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from helpers import rouge
+from helpers.diversity import rouge
 
 
 def test_rouge_tokenize_matches_rouge_score(real_stories):

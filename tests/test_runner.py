@@ -3,7 +3,8 @@ import os
 import pytest
 import yaml
 
-from helpers import config, runner
+from helpers.core import config
+from helpers import runner
 
 
 def test_unknown_profile():

@@ -1,4 +1,4 @@
-"""Self-BLEU and the choice of k (helpers.self_bleu) against nltk ``corpus_bleu``."""
+"""Self-BLEU and the choice of k (helpers.diversity.self_bleu) against nltk ``corpus_bleu``."""
 from __future__ import annotations
 
 import random
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from nltk.translate.bleu_score import corpus_bleu
 
-from helpers import self_bleu as sb
+from helpers.diversity import self_bleu as sb
 
 
 # ----------------------------------------------------------------------------- references

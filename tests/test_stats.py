@@ -1,17 +1,20 @@
-"""helpers.stats: the one seeded percentile bootstrap.  Each caller that now uses it is pinned against a reference
+"""helpers.core.stats: the one seeded percentile bootstrap.  Each caller that now uses it is pinned against a reference
 copy of the code it had before (the ``_old_*`` functions below), on fixed random inputs: the numbers must be equal,
 not close."""
 import numpy as np
 import pandas as pd
 import pytest
 
-from helpers import evaluation as ev, glue_tasks as gt, judge_validity as JV, stats, story_eval as SE
-from helpers.stats import bootstrap_mean_interval, wilson_interval
+from helpers.evaluation import zero_shot as ev, glue_tasks as gt
+from helpers.judge import validity as JV
+from helpers.core import stats
+from helpers.story_eval import suites as SE
+from helpers.core.stats import bootstrap_mean_interval, wilson_interval
 
 CONFIDENCES = [0.95, 0.9, 0.8, 0.99]
 
 
-# ------------------------------------------------------------------ reference copies of the code before helpers.stats
+# ------------------------------------------------------------------ reference copies of the code before helpers.core.stats
 def _old_grade_summary_ci(graded, confidence=0.95, n_boot=1000, seed=0):
     a = (1 - confidence) / 2
     rng = np.random.default_rng(seed)

@@ -7,7 +7,8 @@ import random
 import pandas as pd
 import pytest
 
-from helpers import folding as FO, instruct as INS, judge_runs as JR, story_eval as SE
+from helpers.story_eval import folding as FO, instruct as INS, suites as SE
+from helpers.judge import runs as JR
 
 
 # ----------------------------------------------------------------------------- folding and patterns

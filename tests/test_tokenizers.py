@@ -1,6 +1,6 @@
 import pytest
 
-from helpers import tokenizers as tk
+from helpers.data import tokenizers as tk
 
 
 def test_decoder_specials_and_roundtrip(decoder_tokenizer, real_stories):

@@ -19,9 +19,9 @@ import torch
 import transformers
 
 import helpers
-from helpers.data import PackedBlocks, pack_blocks
-from helpers.decoder import build_decoder, count_parameters
-from helpers.training import (
+from helpers.data.corpora import PackedBlocks, pack_blocks
+from helpers.models.decoder import build_decoder, count_parameters
+from helpers.training.loop import (
     TrainConfig,
     TrainingDiverged,
     cosine_schedule,

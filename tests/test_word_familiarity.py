@@ -9,10 +9,10 @@ matplotlib.use("Agg")
 
 import pytest
 
-from helpers import findings
-from helpers.minimal_pairs import Item
-from helpers.stats import wilson_interval
-from helpers.word_familiarity import (familiarity_table, matched_gap, plot_word_familiarity, rarest_word_count,
+from helpers.report import findings
+from helpers.evaluation.minimal_pairs import Item
+from helpers.core.stats import wilson_interval
+from helpers.evaluation.word_familiarity import (familiarity_table, matched_gap, plot_word_familiarity, rarest_word_count,
                                      word_counts, words)
 
 

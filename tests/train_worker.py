@@ -22,9 +22,9 @@ try:
 except ImportError:  # a checkout without the editable install
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from helpers.data import PackedBlocks, pack_blocks  # noqa: E402
-from helpers.decoder import build_decoder  # noqa: E402
-from helpers.training import TrainConfig, lm_loss, train  # noqa: E402
+from helpers.data.corpora import PackedBlocks, pack_blocks  # noqa: E402
+from helpers.models.decoder import build_decoder  # noqa: E402
+from helpers.training.loop import TrainConfig, lm_loss, train  # noqa: E402
 
 VOCAB, BLOCK = 61, 32
 THREADS = 1  # same thread count in every process: bitwise comparisons across processes

@@ -1,16 +1,15 @@
-"""storybench helpers: one module per pipeline stage.
+"""storybench helpers: one subpackage per pipeline stage, one concept per module.
 
-Data flows one way (``tests/test_project.py`` holds the full order; the README's "Where things live" says what each
-module holds):
-    config/hardware/progress/parallel/artifacts/stats -> data -> budgets -> tokenizers -> decoder/ltg_bert
-    -> training -> recipes -> generation -> compressor/memory
-    -> continuation_health/rouge/self_bleu/ngram_index/memorisation -> generation_views
-    -> minimal_pairs -> lm_scoring -> evaluation -> glue_tasks -> finetune_setup -> classifier -> finetune
-    -> judge* -> story_eval/instruct -> story_views -> lexicon -> interpret -> interpret_tables/interpret_views -> architecture
-    -> reporting -> notebook -> findings -> runner
+Data flows one way, stage by stage (``tests/test_project.py`` checks it; the README's "Where things live" says what
+each module holds)::
+
+    core -> data -> models -> training -> generation -> diversity -> evaluation -> judge -> story_eval
+         -> analysis -> report -> runner
+
+Import a module from its stage: ``from helpers.data import budgets``, ``from helpers.training import recipes``.
 """
 __version__ = "0.1.0"
 
-from .progress import silence_headless_warnings as _silence
+from helpers.core.progress import silence_headless_warnings as _silence
 
 _silence()  # under the runner: no "IProgress not found" warning in executed notebooks

@@ -17,8 +17,8 @@ import sys
 import time
 from pathlib import Path
 
-from .artifacts import write_text
-from .config import (PROFILES, ParamsError, check_params, check_profile, params_file, read_yaml, repo_root, reports_dir,
+from helpers.core.artifacts import write_text
+from helpers.core.config import (PROFILES, ParamsError, check_params, check_profile, params_file, read_yaml, repo_root, reports_dir,
                      shown_path)
 
 
@@ -204,7 +204,7 @@ def kernel_name() -> str | None:
 
 
 def headless_environment() -> None:
-    """Set before papermill starts a kernel (which inherits the environment): helpers.progress draws plain, rare
+    """Set before papermill starts a kernel (which inherits the environment): helpers.core.progress draws plain, rare
     bars; Hugging Face libraries draw none."""
     os.environ["STORYBENCH_HEADLESS"] = "1"
     for var in ("HF_DATASETS_DISABLE_PROGRESS_BARS", "HF_HUB_DISABLE_PROGRESS_BARS"):
@@ -354,7 +354,7 @@ def _run(profile: str, todo: list[tuple[Path, dict]], log_output: bool) -> list[
         timings.append({"notebook": nb.name, "seconds": round(dt, 1)})
         record_timing(profile, timings[-1])  # at once: a later failure or interruption does not lose it
         print(f"=== {nb.name} done in {dt / 60:.1f} min", flush=True)
-    from .reporting import write_requirements_lock  # lazily, as below: reporting imports torch (~2 s)
+    from helpers.report.reporting import write_requirements_lock  # lazily, as below: reporting imports torch (~2 s)
 
     write_requirements_lock(profile)
     return timings
@@ -365,8 +365,8 @@ def record_timing(profile: str, timing: dict) -> None:
     that skips cached work shows only that) and append it to ``timings_history.jsonl`` (every run, with its date, git
     revision and CPU, so the time of a full run is not lost)."""
     # lazily: hardware and reporting import torch (~2 s), which the runner's CLI checks (--help, params) do not need
-    from .hardware import cpu_info
-    from .reporting import git_revision
+    from helpers.core.hardware import cpu_info
+    from helpers.report.reporting import git_revision
 
     timing_file = reports_dir(profile) / "timings.json"
     try:

@@ -1,0 +1,339 @@
+"""TinyStories architecture studies: sweep, compute scaling, contrastive objective.
+
+Protocols: ``docs/methods.md#architecture-sweeps``, ``#compute-scaling`` and ``#contrastive`` (Rathod et al. 2024,
+Table 1 and §6; Eldan & Li 2023).
+
+* **Sweep** (Rathod et al. 2024, Table 1): GPT-Neo decoders over a hidden × layers × heads grid, every run on the same
+  data, steps and batch (equal tokens), trained by :func:`helpers.training.recipes.train_decoder` (the one training loop).
+  :func:`expand_grid` turns the params' sub-grids into shapes.
+* **Compute scaling** (Eldan & Li 2023's "scaling law" discussion): every validation point of every run is placed at
+  its training compute C = :func:`helpers.models.decoder.flops_per_token` × tokens seen (6·N for the matmul weights plus
+  the attention scores and mixing, forward + backward). :func:`pareto_frontier` keeps the points no cheaper point
+  beats; :func:`fit_power_law` fits L = a·C^(-α) by least squares on log L vs log C over the frontier and gives α
+  with a t confidence interval. Intermediate points of a cosine-schedule run are not runs trained to that length
+  (Hoffmann et al. 2022): the frontier is the usual approximation, said so in the notebook.
+* **Contrastive objective** (Rathod et al. 2024, §6): a ``fraction`` of every batch's rows are packed from stories whose
+  sentences were shuffled (:class:`ContrastiveBlocks`); :func:`contrastive_loss` is
+  L = L_next(normal rows) + α / (L_next(shuffled rows) + 0.01). Rows, not extra rows: the contrastive model sees
+  the same number of tokens per step as the plain one, of which ``1 - fraction`` are ordinary stories.
+  :func:`order_preference` measures what the objective aims at: how often a model gives a held-out story a
+  higher log-probability than the same story with its sentences shuffled. :func:`loss_spikes` finds the spikes
+  the report mentions.
+* The compressor model (Rathod et al. 2024, §7) lives in :mod:`helpers.models.compressor`.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import random
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+import torch
+
+from helpers.models.compressor import build_compressor, compressor_config, compressor_loss, shifted_token_nll
+from helpers.data.corpora import EOT, PackedBlocks, pack_blocks, split_sentences
+from helpers.models.decoder import DecoderSpec, build_decoder, count_parameters, flops_per_token
+from helpers.evaluation.lm_scoring import causal_scores
+from helpers.training.recipes import train_or_skip
+from helpers.data.tokenizers import encode_stories
+from helpers.core.stats import wilson_interval
+from helpers.training.loop import lm_loss
+
+SHAPE_KEYS = ("hidden", "layers", "heads")
+
+# ============================================================================================ the sweep
+
+
+def expand_grid(grids: Sequence[Mapping[str, Sequence[int]]] | Mapping[str, Sequence[int]]) -> list[dict[str, int]]:
+    """The union of the cartesian products of ``grids`` (each ``{hidden: [...], layers: [...], heads: [...]}``),
+    in order, without repeats. A shape whose hidden size is not divisible by its heads is an error."""
+    if isinstance(grids, Mapping):
+        grids = [grids]
+    shapes: list[dict[str, int]] = []
+    for g in grids:
+        unknown = set(g) - set(SHAPE_KEYS)
+        missing = set(SHAPE_KEYS) - set(g)
+        if unknown or missing:
+            raise ValueError(f"a sweep grid needs exactly {SHAPE_KEYS}; got {sorted(g)}")
+        values = [list(g[k]) if isinstance(g[k], (list, tuple)) else [g[k]] for k in SHAPE_KEYS]
+        for combo in itertools.product(*values):
+            shape = dict(zip(SHAPE_KEYS, (int(v) for v in combo)))
+            if min(shape.values()) <= 0:
+                raise ValueError(f"sizes must be positive: {shape}")
+            if shape["hidden"] % shape["heads"]:
+                raise ValueError(f"hidden {shape['hidden']} is not divisible by {shape['heads']} heads")
+            if shape not in shapes:
+                shapes.append(shape)
+    if not shapes:
+        raise ValueError("the sweep grid is empty")
+    return shapes
+
+
+def shape_name(shape: Mapping[str, int]) -> str:
+    return f"h{shape['hidden']}-l{shape['layers']}-a{shape['heads']}"
+
+
+@dataclass
+class SweepRun:
+    """One model of the sweep: its name, the full :class:`~helpers.models.decoder.DecoderSpec` and its size."""
+
+    name: str
+    spec: Any
+    params: int
+    non_embedding_params: int
+    flops_per_token: float
+
+
+def plan_sweep(base_spec, shapes: Sequence[Mapping[str, int]], context: int | None = None) -> list[SweepRun]:
+    """Sweep runs: ``base_spec`` (vocabulary, context, window, dropout) with each shape's hidden/layers/heads."""
+    runs = []
+    for shape in shapes:
+        spec = DecoderSpec(**{**asdict(base_spec), **shape})
+        model = build_decoder(spec, fast=False, seed=0, bos_token_id=0, eos_token_id=0, pad_token_id=0)  # sizes only
+        runs.append(SweepRun(shape_name(shape), spec, count_parameters(model), count_parameters(model, non_embedding=True),
+                             flops_per_token(model.config, context=context or spec.context)))
+    return runs
+
+
+# ============================================================================================ compute scaling
+
+
+def loss_points(history: Sequence[Mapping[str, Any]], flops_per_token: float, run: str, **fields: Any) -> list[dict]:
+    """Validation points of one run's metrics (``helpers.training.loop.read_metrics``) with their training compute."""
+    return [{"run": run, "step": r["step"], "tokens": r["tokens"], "flops": r["tokens"] * flops_per_token,
+             "valid_loss": r["loss"], **fields} for r in history if r.get("split") == "valid"]
+
+
+def pareto_frontier(points: Sequence[Mapping[str, Any]], x: str = "flops", y: str = "valid_loss") -> list[dict]:
+    """Points that no point with less or equal ``x`` beats on ``y`` (ascending ``x``, strictly falling ``y``)."""
+    out, best = [], math.inf
+    for p in sorted(points, key=lambda p: (p[x], p[y])):
+        if p[y] < best:
+            out.append(dict(p))
+            best = p[y]
+    return out
+
+
+def best_per_budget(points: Sequence[Mapping[str, Any]], budgets: Sequence[float]) -> list[dict]:
+    """For each FLOP budget, the (run, step) with the lowest validation loss among points within the budget."""
+    rows = []
+    for b in budgets:
+        within = [p for p in points if p["flops"] <= b]
+        if within:
+            best = min(within, key=lambda p: p["valid_loss"])
+            rows.append({"budget_flops": b, **best})
+    return rows
+
+
+@dataclass
+class PowerLaw:
+    """L = a · C^(-exponent), fitted on log-log axes; ``ci`` is the confidence interval of the exponent."""
+
+    a: float
+    exponent: float
+    ci: tuple[float, float]
+    confidence: float
+    r2: float
+    n: int
+
+    def __call__(self, c):
+        return self.a * np.asarray(c, dtype=float) ** (-self.exponent)
+
+    def describe(self) -> str:
+        lo, hi = self.ci
+        ci = f"{self.confidence:.0%} CI [{lo:.4f}, {hi:.4f}]" if math.isfinite(lo) else "no CI (fewer than 3 points)"
+        return f"L = {self.a:.3g} · C^(-{self.exponent:.4f}), {ci}, R² = {self.r2:.3f}, {self.n} points"
+
+
+def fit_power_law(c: Sequence[float], loss: Sequence[float], confidence: float = 0.95) -> PowerLaw:
+    """Ordinary least squares of log L on log C; the exponent's interval uses Student's t with n - 2 dof."""
+    from scipy import stats
+
+    c, loss = np.asarray(c, dtype=float), np.asarray(loss, dtype=float)
+    if not (np.isfinite(c).all() and np.isfinite(loss).all() and (c > 0).all() and (loss > 0).all()):
+        raise ValueError("compute and loss must be positive and finite")
+    x, y = np.log(c), np.log(loss)
+    if len(x) < 2 or np.ptp(x) == 0:
+        raise ValueError("a power-law fit needs at least two points at different compute")
+    slope, intercept = np.polyfit(x, y, 1)
+    pred = intercept + slope * x
+    ss_res, ss_tot = float(((y - pred) ** 2).sum()), float(((y - y.mean()) ** 2).sum())
+    r2 = 1 - ss_res / ss_tot if ss_tot > 0 else 1.0
+    n = len(x)
+    if n > 2:
+        se = math.sqrt(ss_res / (n - 2) / float(((x - x.mean()) ** 2).sum()))
+        t = float(stats.t.ppf(0.5 + confidence / 2, n - 2))
+        ci = (-slope - t * se, -slope + t * se)
+    else:
+        ci = (math.nan, math.nan)
+    return PowerLaw(float(math.exp(intercept)), float(-slope), ci, confidence, r2, n)
+
+
+# ============================================================================================ contrastive training
+
+def shuffle_sentences(text: str, rng: random.Random, tries: int = 10) -> str | None:
+    """The story with its sentences in a random order different from the original (``None`` when it has fewer
+    than two distinct sentences). The text between sentences (spaces, line breaks) stays where it was, so the
+    layout of a shuffled story (its paragraph breaks) does not tell it apart from an ordinary one."""
+    sents = split_sentences(text)
+    if len(set(sents)) < 2:
+        return None
+    ends, pos = [], 0
+    for s in sents:  # every sentence is a piece of the text, in order
+        start = text.index(s, pos)
+        ends.append((start, start + len(s)))
+        pos = start + len(s)
+    gaps = [text[ends[j][1]:ends[j + 1][0]] for j in range(len(sents) - 1)]
+    order = sents[1:] + sents[:1]
+    for _ in range(tries):
+        trial = sents[:]
+        rng.shuffle(trial)
+        if trial != sents:
+            order = trial
+            break
+    return "".join(s + gap for s, gap in zip(order, gaps)) + order[-1]
+
+
+class ContrastiveBlocks(PackedBlocks):
+    """Packed blocks of the ordinary stories plus blocks of sentence-shuffled stories. Global batch ``step`` has
+    ``round(fraction × size)`` shuffled rows spread evenly among the ordinary ones, flagged in ``"shuffled"``.
+
+    ``blocks`` (length, epochs, tokens per step) are the ordinary blocks; both streams are deterministic and
+    resumable like :class:`~helpers.data.corpora.PackedBlocks`."""
+
+    def __init__(self, blocks: torch.Tensor, shuffled: torch.Tensor, fraction: float, seed: int = 0):
+        super().__init__(blocks, seed)
+        if not 0.0 < fraction < 1.0:
+            raise ValueError(f"the shuffled fraction must be in (0, 1), got {fraction}")
+        if shuffled.ndim != 2 or shuffled.shape[1] != blocks.shape[1] or len(shuffled) == 0:
+            raise ValueError("shuffled blocks must be a non-empty [n, length] tensor of the same block length")
+        self.shuffled = PackedBlocks(shuffled, seed + 7919)
+        self.fraction = fraction
+
+    def layout(self, size: int) -> torch.Tensor:
+        """Which rows of a global batch of ``size`` are shuffled (the same for every step)."""
+        k = round(self.fraction * size)
+        flags = torch.zeros(size, dtype=torch.bool)
+        if k:
+            flags[[min(size - 1, int((i + 0.5) * size / k)) for i in range(k)]] = True
+        return flags
+
+    def batch(self, step: int, size: int, rank: int = 0, world: int = 1) -> dict:
+        if size % world:
+            raise ValueError(f"global batch {size} is not divisible by {world} processes")
+        flags = self.layout(size)
+        k = int(flags.sum())
+        normal = self.indices(step, size - k)
+        shuf = self.shuffled.indices(step, k) if k else []
+        rows = torch.empty(size, self.blocks.shape[1], dtype=self.blocks.dtype)
+        rows[~flags] = self.blocks[normal]
+        if k:
+            rows[flags] = self.shuffled.blocks[shuf]
+        per = size // world
+        part = slice(rank * per, (rank + 1) * per)
+        return {"input_ids": rows[part], "shuffled": flags[part]}
+
+
+def contrastive_data(tokenizer, texts: Sequence[str], block: int, fraction: float, seed: int) -> tuple[ContrastiveBlocks, int]:
+    """:class:`ContrastiveBlocks` from ``texts``: ordinary blocks from every story (the plain model's data) and
+    shuffled blocks from a seeded ``fraction`` of them; also returns how many stories were shuffled."""
+    rng = random.Random(seed)
+    chosen = sorted(rng.sample(range(len(texts)), max(1, round(fraction * len(texts)))))
+    shuffled = [s for s in (shuffle_sentences(texts[i], rng) for i in chosen) if s is not None]
+    if not shuffled:
+        raise ValueError("no story has two sentences to shuffle")
+    normal = pack_blocks(encode_stories(tokenizer, texts, add_eot=True), block)
+    shuf = pack_blocks(encode_stories(tokenizer, shuffled, add_eot=True), block)
+    return ContrastiveBlocks(normal, shuf, fraction, seed), len(shuffled)
+
+
+def row_losses(model, input_ids: torch.Tensor) -> torch.Tensor:
+    """Mean next-token cross-entropy of each row (nats per predicted token)."""
+    return shifted_token_nll(model(input_ids=input_ids, use_cache=False).logits, input_ids).mean(1)
+
+
+def contrastive_loss(alpha: float, eps: float = 0.01) -> Callable[[torch.nn.Module, dict], torch.Tensor]:
+    """The contrastive loss of Rathod et al. 2024 (§6) for :func:`helpers.training.loop.train`: L_n + α / (L_c + eps), L_n over the ordinary rows,
+    L_c over the shuffled rows of the batch. Batches without a ``"shuffled"`` flag (validation) give plain L_n,
+    so validation losses compare with a plain model's."""
+
+    def loss_fn(model: torch.nn.Module, batch: dict) -> torch.Tensor:
+        flags = batch.get("shuffled")
+        if flags is None or not bool(flags.any()):
+            return lm_loss(model, batch)
+        per_row = row_losses(model, batch["input_ids"])
+        l_c = per_row[flags].mean()
+        l_n = per_row[~flags].mean() if bool((~flags).any()) else per_row.new_zeros(())
+        return l_n + alpha / (l_c + eps)
+
+    return loss_fn
+
+
+def sentence_prefix(text: str, tokenizer, max_tokens: int) -> str:
+    """The longest prefix of whole sentences of ``text`` within ``max_tokens`` tokens ("" if the first is longer)."""
+    sents = split_sentences(text)
+    lengths = [len(ids) for ids in tokenizer([" ".join(sents[: i + 1]) for i in range(len(sents))],
+                                              add_special_tokens=False)["input_ids"]] if sents else []
+    k = sum(1 for n in lengths if n <= max_tokens)
+    return " ".join(sents[:k])
+
+
+@torch.no_grad()
+def order_preference(model, tokenizer, stories: Sequence[str], seed: int = 0, batch_size: int = 32,
+                     max_tokens: int | None = None) -> dict[str, float]:
+    """How often ``model`` gives a story a higher total log-probability than the same story with its sentences
+    shuffled (seeded), with a Wilson 95 % interval (``ci_low``/``ci_high``), and the mean per-token loss of each
+    version. With ``max_tokens`` each story is first cut to
+    its longest prefix of whole sentences that fits (so neither version is truncated by the model's context);
+    stories left with fewer than two distinct sentences are skipped. Ties (identical scores) count half."""
+    if max_tokens is not None:
+        stories = [sentence_prefix(s, tokenizer, max_tokens) for s in stories]
+    rng = random.Random(seed)
+    pairs = [(s, t) for s in stories if (t := shuffle_sentences(s, rng)) is not None]
+    if not pairs:
+        raise ValueError(f"none of the {len(stories)} stories has two sentences to shuffle"
+                         + (f" within {max_tokens} tokens" if max_tokens is not None else ""))
+    reqs = [(None, s) for s, _ in pairs] + [(None, t) for _, t in pairs]
+    was = model.training
+    model.eval()
+    try:
+        lp, n = causal_scores(model, tokenizer, reqs, batch_size=batch_size)
+    finally:
+        model.train(was)
+    k = len(pairs)
+    orig, shuf = lp[:k], lp[k:]
+    wins = float((orig > shuf).sum() + 0.5 * (orig == shuf).sum())
+    lo, hi = wilson_interval(int(round(wins)), k)  # ties count half; the interval rounds them
+    return {"stories": k, "prefers_original": wins / k, "ci_low": lo, "ci_high": hi,
+            "loss_original": float(-orig.sum() / n[:k].sum()), "loss_shuffled": float(-shuf.sum() / n[k:].sum())}
+
+
+def loss_spikes(history: Sequence[Mapping[str, Any]], factor: float = 1.25, window: int = 5) -> list[dict]:
+    """Training-loss spikes: logged train points whose loss exceeds ``factor`` × the median of the ``window``
+    points before them."""
+    train = [r for r in history if r.get("split") == "train"]
+    out = []
+    for i in range(window, len(train)):
+        ref = float(np.median([r["loss"] for r in train[i - window : i]]))
+        if train[i]["loss"] > factor * ref:
+            out.append({"step": train[i]["step"], "loss": train[i]["loss"], "median_before": ref})
+    return out
+
+
+# ============================================================================================ the compressor
+
+
+def train_compressor(name: str, train_data, valid_data, tokenizer, spec: dict, cfg, out_dir: str | Path,
+                     progress: bool = True, log: Callable[[str], None] = print):
+    """Train (or resume, or skip) a :mod:`helpers.models.compressor` model with the project's one loop
+    (:func:`helpers.training.recipes.train_or_skip`, loss ``compressor_loss``); the best checkpoint lands in
+    ``<out_dir>/best`` with the tokenizer."""
+    compressor_config(spec)  # refuse bad specs before anything is deleted or trained
+    eot = tokenizer.convert_tokens_to_ids(EOT)
+    ids = dict(bos_token_id=eot, eos_token_id=eot, pad_token_id=eot)
+    return train_or_skip(name, lambda: build_compressor(spec, seed=cfg.seed, **ids), {"compressor": dict(spec)},
+                         train_data, valid_data, tokenizer, cfg, out_dir, loss_fn=compressor_loss, progress=progress,
+                         log=log)

@@ -1,0 +1,239 @@
+"""Atomic artefact writing, checksums and skippable steps.
+
+Every artefact is written to a temporary sibling and renamed into place, so a killed
+process never leaves a half-written file behind.  A *step* is a unit of work whose
+output folder carries a ``_step.json`` stamp holding the fingerprint (hash of params and
+input checksums) it was made from; rerunning with the same fingerprint skips the work.
+"""
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
+
+from helpers.core.config import shown_path
+
+STAMP = "_step.json"
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
+    """Yield a temporary path next to ``path``; on success rename it onto ``path``.
+
+    Works for files and folders (whatever the body creates at the yielded path).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    target = tmp / (path.name + suffix)
+    try:
+        yield target
+        if not target.exists():
+            raise FileNotFoundError(f"atomic write of {path} produced nothing")
+        if path.is_dir() and not path.is_symlink():
+            old = path.with_name(f".{path.name}.old")
+            shutil.rmtree(old, ignore_errors=True)
+            os.replace(path, old)
+            os.replace(target, path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(target, path)
+    except OSError as e:
+        if e.errno not in _DISK_FULL:
+            raise
+        raise disk_full_error(path, e) from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+_DISK_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+
+
+def disk_full_error(path: str | os.PathLike, e: BaseException) -> OSError:
+    """One line for a write that ran out of space: the path, the free space, and that the old file is kept."""
+    path = Path(path)
+    try:
+        free = f"{shutil.disk_usage(path.parent).free / 2**20:,.0f} MiB free"
+    except OSError:
+        free = "free space unknown"
+    return OSError(getattr(e, "errno", None) or errno.ENOSPC,
+                   f"cannot write {shown_path(path)}: no space left ({free}; {getattr(e, 'strerror', None) or e}); nothing was "
+                   f"replaced, the previous {path.name} (if any) is kept")
+
+
+def write_text(path: str | os.PathLike, text: str) -> Path:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    return Path(path)
+
+
+def write_json(path: str | os.PathLike, obj: Any, indent: int = 2) -> Path:
+    return write_text(path, json.dumps(obj, indent=indent, sort_keys=False, default=_json_default) + "\n")
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> Path:
+    with atomic_path(path) as tmp:
+        with open(tmp, "w", encoding="utf-8") as f:
+            for row in rows:
+                f.write(json.dumps(row, ensure_ascii=False, default=_json_default) + "\n")
+    return Path(path)
+
+
+def parse_jsonl(lines: Iterable[str], where: Any, error: type[Exception] = ValueError) -> list[dict]:
+    """JSON objects of non-blank ``lines``; a malformed line raises ``error`` naming ``where`` and the line."""
+    rows = []
+    for i, line in enumerate(lines, 1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise error(f"{where}:{i}: malformed JSON line ({e.msg})") from None
+    return rows
+
+
+def read_jsonl(path: str | os.PathLike) -> list[dict]:
+    with open(path, encoding="utf-8") as f:
+        return parse_jsonl(f, path)
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, Path):
+        return str(o)
+    if hasattr(o, "item"):
+        return o.item()
+    if hasattr(o, "tolist"):
+        return o.tolist()
+    if isinstance(o, (set, frozenset)):
+        return sorted(o)
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def fingerprint(*parts: Any) -> str:
+    """A short stable hash of JSON-serialisable parts (params, checksums, names)."""
+    blob = json.dumps(parts, sort_keys=True, default=_json_default).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def _stamp_path(out: Path) -> Path:
+    return out / STAMP if out.is_dir() or not out.suffix else Path(str(out) + STAMP)
+
+
+def _files(out: Path) -> dict[str, tuple[int, int, int]]:
+    """(size, mtime_ns, inode) of every file a step wrote: ``out`` itself, or the files under the folder ``out``
+    (stamps and hidden temporaries left out), keyed by their path relative to ``out``'s folder."""
+    if out.is_file():
+        st = out.stat()
+        return {out.name: (st.st_size, st.st_mtime_ns, st.st_ino)}
+    found = {}
+    if out.is_dir():
+        for f in out.rglob("*"):
+            rel = f.relative_to(out)
+            if f.name == STAMP or any(part.startswith(".") for part in rel.parts) or not f.is_file():
+                continue
+            st = f.stat()
+            found[rel.as_posix()] = (st.st_size, st.st_mtime_ns, st.st_ino)
+    return found
+
+
+def _output_base(out: Path) -> Path:
+    return out if out.is_dir() else out.parent
+
+
+def step_problem(out: str | os.PathLike, fp: str) -> str | None:
+    """Why the step of ``out`` must run: no stamp, other inputs/params, or an output that is missing, truncated or
+    edited since it was stamped (stamps record each output's size and SHA-256); None when it is done."""
+    out = Path(out)
+    stamp = _stamp_path(out)
+    try:
+        info = read_json(stamp)
+    except (FileNotFoundError, json.JSONDecodeError):
+        return "not run yet"
+    if not isinstance(info, dict) or info.get("fingerprint") != fp:
+        return "inputs or params changed"
+    outputs = info.get("outputs")
+    if outputs is None:  # a stamp from before outputs were recorded: no output may be newer than it
+        newest = max((v[1] for v in _files(out).values()), default=0)
+        if not out.exists():
+            return f"its output {shown_path(out)} is missing"
+        if newest > stamp.stat().st_mtime_ns:
+            return f"an output under {shown_path(out)} changed after the step was stamped"
+        return None
+    base = _output_base(out)
+    for rel, rec in outputs.items():
+        f = base / rel
+        if not f.is_file():
+            return f"its output {shown_path(f)} is missing"
+        if rec.get("sha256") is None:  # a file later steps update (e.g. the ledger): it must only exist
+            continue
+        size = f.stat().st_size
+        if size != rec.get("size"):
+            return f"its output {shown_path(f)} has {size:,} bytes, stamped with {rec.get('size'):,} (truncated or edited)"
+        if sha256_file(f) != rec["sha256"]:
+            return f"its output {shown_path(f)} was edited since it was stamped (SHA-256 differs)"
+    return None
+
+
+def step_is_done(out: str | os.PathLike, fp: str) -> bool:
+    return step_problem(out, fp) is None
+
+
+def mark_step_done(out: str | os.PathLike, fp: str, outputs: Iterable[str | os.PathLike] | None = None,
+                   mutable: Iterable[str] = (), **info: Any) -> None:
+    """Stamp ``out`` as made with ``fp``, recording size and SHA-256 of ``outputs`` (default: every file under
+    ``out``); files named in ``mutable`` (later steps update them) are recorded as having to exist only."""
+    out = Path(out)
+    base = _output_base(out)
+    files = [Path(f) for f in outputs] if outputs is not None else [base / rel for rel in _files(out)]
+    rec = {}
+    for f in files:
+        f = f if f.is_absolute() else base / f
+        rel = f.relative_to(base).as_posix() if f.is_relative_to(base) else str(f)
+        rec[rel] = {"size": None, "sha256": None} if f.name in set(mutable) else {"size": f.stat().st_size,
+                                                                                   "sha256": sha256_file(f)}
+    write_json(_stamp_path(out), {"fingerprint": fp, **info, "outputs": rec})
+
+
+def run_step(name: str, out: str | os.PathLike, fp: str, fn: Callable[[], Any], log: Callable[[str], None] = print,
+             mutable: Iterable[str] = ()) -> bool:
+    """Run ``fn`` unless ``out`` was already made with fingerprint ``fp`` and its outputs are intact. Returns True
+    if it ran.
+
+    ``fn`` is responsible for writing ``out`` atomically; the stamp is written after it returns, so an interrupted
+    step is redone (or resumed, if ``fn`` checkpoints) on the next run. The stamp records the size and SHA-256 of
+    every file ``fn`` wrote or changed (``out`` itself, or the new/changed files under the folder ``out``): a
+    missing, truncated or edited output makes the step run again. ``mutable``: names of files the step writes and
+    later steps update (such as the budget ledger); they must exist, their content is not compared.
+    """
+    problem = step_problem(out, fp)
+    if problem is None:
+        log(f"[skip] {name}: inputs and params unchanged since the last run ({fp})")
+        return False
+    if problem not in ("not run yet", "inputs or params changed"):
+        log(f"[redo] {name}: {problem}")
+    log(f"[run ] {name} ({fp})")
+    out = Path(out)
+    before = _files(out)
+    fn()
+    after = _files(out)
+    written = [rel for rel, st in after.items() if before.get(rel) != st]
+    mark_step_done(out, fp, [_output_base(out) / rel if out.is_dir() else out for rel in written], mutable, step=name)
+    return True

@@ -1,0 +1,75 @@
+"""Intervals: seeded percentile-bootstrap intervals, the one implementation behind every interval over resampled items
+(``suites.grade_summary``, ``glue_tasks.metric_interval``, ``judge_validity``, :func:`bootstrap_mean_interval`; ``evaluation`` uses
+:func:`percentile_interval` on its stratified binomial replicates), and the Wilson score interval of a binomial
+proportion (:func:`wilson_interval`)."""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import numpy as np
+
+
+def percentile_interval(replicates, confidence: float = 0.95):
+    """The central ``confidence`` percentile interval of bootstrap ``replicates`` (along the first axis): the
+    ``(1 - confidence) / 2`` and ``1 - (1 - confidence) / 2`` quantiles.  One number each for a 1-D array, one
+    per column for a 2-D one."""
+    alpha = (1.0 - confidence) / 2.0
+    lo, hi = np.quantile(replicates, [alpha, 1.0 - alpha], axis=0)
+    return lo, hi
+
+
+def bootstrap_interval(n: int, statistic: Callable[[np.ndarray], np.ndarray], confidence: float = 0.95,
+                       n_boot: int = 1000, seed: int = 0, rng: np.random.Generator | None = None):
+    """Seeded percentile-bootstrap ``confidence`` interval over ``n`` items.
+
+    ``n_boot`` resamples of the item indices ``0..n-1`` with replacement are drawn at once, as an ``(n_boot, n)``
+    array, from ``rng`` (default: a fresh ``numpy.random.default_rng(seed)``; pass a generator to share one draw
+    sequence across several calls).  ``statistic`` maps that index array to the replicates: ``n_boot`` numbers
+    (the interval is two floats) or an ``(n_boot, k)`` array (two arrays of ``k``, for ``k`` statistics that share
+    the resamples), e.g. ``lambda idx: values[idx].mean(axis=1)``."""
+    rng = np.random.default_rng(seed) if rng is None else rng
+    idx = rng.integers(0, n, size=(n_boot, n))
+    lo, hi = percentile_interval(np.asarray(statistic(idx), dtype=float), confidence)
+    if np.ndim(lo) == 0:
+        return float(lo), float(hi)
+    return lo, hi
+
+
+def mean_interval(values, confidence: float = 0.95, n_boot: int = 1000, seed: int = 0,
+                  rng: np.random.Generator | None = None) -> tuple[float, float]:
+    """Seeded percentile-bootstrap interval of the mean of ``values`` (:func:`bootstrap_interval`)."""
+    v = np.asarray(values, dtype=float)
+    return bootstrap_interval(len(v), lambda idx: v[idx].mean(axis=1), confidence, n_boot, seed, rng)
+
+
+def bootstrap_mean_interval(values, confidence: float = 0.95, n_boot: int = 1000,
+                            seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Seeded percentile-bootstrap ``confidence`` interval of the mean of each column of ``values`` (units × columns;
+    a 1-D array is one column): the units (rows: prompts, stories) are resampled with replacement ``n_boot`` times,
+    the **same** resamples for every column, and the (1 − confidence)/2 and (1 + confidence)/2 quantiles of the
+    resampled means are returned as two arrays (one value per column). Shared by ``self_bleu.self_bleu_table`` and
+    ``validity.grade_interval_table``."""
+    v = np.asarray(values, dtype=float)
+    v = v[:, None] if v.ndim == 1 else v
+    if v.ndim != 2 or v.shape[0] == 0:
+        raise ValueError(f"values must be a non-empty units × columns array; got shape {np.shape(values)}")
+    if not 0 < confidence < 1 or n_boot < 1:
+        raise ValueError(f"need 0 < confidence < 1 and n_boot >= 1; got {confidence}, {n_boot}")
+    lo, hi = bootstrap_interval(v.shape[0], lambda idx: np.stack([v[:, j][idx].mean(axis=1) for j in range(v.shape[1])], axis=1),
+                                confidence, n_boot, seed)  # column by column, the same resamples
+    return np.atleast_1d(lo), np.atleast_1d(hi)
+
+
+def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of a binomial proportion ``k / n`` (as fractions)."""
+    from statistics import NormalDist
+
+    if n <= 0 or not 0 <= k <= n:
+        raise ValueError(f"need 0 <= k <= n and n > 0, got k={k}, n={n}")
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    # the interval contains p; clamping keeps that true under rounding (p = 1 gave an upper end of 1 - 1e-16)
+    return max(0.0, min(p, centre - half)), min(1.0, max(p, centre + half))

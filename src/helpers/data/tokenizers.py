@@ -1,0 +1,118 @@
+"""Byte-level BPE tokenizers trained per corpus (``docs/methods.md#tokenizers``).
+
+* NFD normalisation, digits split one by one, byte-level pre-tokenisation (no prefix space).
+* Decoder variant: specials ``[UNK] <|endoftext|>``; bos = eos = pad = ``<|endoftext|>``.
+* Encoder variant: specials ``[UNK] [CLS] [SEP] [PAD] [MASK] [PAR]``; single sentences are
+  wrapped as ``[CLS] x [SEP]``.
+* Exported as :class:`transformers.PreTrainedTokenizerFast` (``save_pretrained``/``from_pretrained``).
+
+Round trip: ``decode(encode(x)) == unicodedata.normalize("NFD", x)`` for any text without
+special-token strings (identical to ``x`` for ASCII and already-decomposed text).
+"""
+from __future__ import annotations
+
+import unicodedata
+from pathlib import Path
+from typing import Iterable, Literal
+
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+from transformers import PreTrainedTokenizerFast
+
+from helpers.core.config import require_output
+from helpers.data.corpora import EOT  # noqa: F401  (re-exported: the decoders' end-of-text token)
+
+DECODER_SPECIALS = ["[UNK]", EOT]
+ENCODER_SPECIALS = ["[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]", "[PAR]"]
+
+Kind = Literal["decoder", "encoder"]
+
+
+def default_vocab_size(corpus_words: int, paper_rule: bool = True) -> int:
+    """The paper's code uses 6,144 for corpora of at most 10M words and 16,384 above."""
+    return 6_144 if paper_rule and corpus_words <= 10_000_000 else 16_384
+
+
+def _base_tokenizer() -> Tokenizer:
+    tok = Tokenizer(models.BPE(unk_token="[UNK]"))
+    tok.normalizer = normalizers.NFD()
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)]
+    )
+    tok.decoder = decoders.ByteLevel()
+    return tok
+
+
+def train_tokenizer(
+    texts: Iterable[str],
+    kind: Kind = "decoder",
+    vocab_size: int = 16_384,
+    min_frequency: int = 2,
+) -> PreTrainedTokenizerFast:
+    """Train a byte-level BPE tokenizer on ``texts`` and wrap it for transformers."""
+    if kind not in ("decoder", "encoder"):
+        raise ValueError(f"kind must be 'decoder' or 'encoder', not {kind!r}")
+    specials = DECODER_SPECIALS if kind == "decoder" else ENCODER_SPECIALS
+    tok = _base_tokenizer()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        special_tokens=specials,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    texts = list(texts)
+    if not any(t.strip() for t in texts):
+        raise ValueError("cannot train a tokenizer on an empty corpus")
+    tok.train_from_iterator(texts, trainer=trainer, length=len(texts))
+    if kind == "encoder":
+        cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+        tok.post_processor = processors.TemplateProcessing(
+            single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
+        )
+        return PreTrainedTokenizerFast(
+            tokenizer_object=tok,
+            unk_token="[UNK]",
+            cls_token="[CLS]",
+            sep_token="[SEP]",
+            pad_token="[PAD]",
+            mask_token="[MASK]",
+            additional_special_tokens=["[PAR]"],
+            clean_up_tokenization_spaces=False,
+        )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        unk_token="[UNK]",
+        bos_token=EOT,
+        eos_token=EOT,
+        pad_token=EOT,
+        clean_up_tokenization_spaces=False,
+    )
+
+
+def load_tokenizer(path: str | Path) -> PreTrainedTokenizerFast:
+
+    path = Path(path)
+    require_output(path, "tokenizer")
+    if not (path / "tokenizer.json").is_file():
+        raise FileNotFoundError(f"no tokenizer at {path} (expected {path / 'tokenizer.json'})")
+    return PreTrainedTokenizerFast.from_pretrained(str(path))
+
+
+def round_trip_ok(tokenizer: PreTrainedTokenizerFast, text: str) -> bool:
+    """True when decoding the encoding of ``text`` gives back ``text`` (up to NFD)."""
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    return tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False) == unicodedata.normalize(
+        "NFD", text
+    )
+
+
+def encode_stories(tokenizer: PreTrainedTokenizerFast, stories: Iterable[str], add_eot: bool = True) -> list[list[int]]:
+    """Token ids per story; with ``add_eot`` each story ends with ``<|endoftext|>`` (decoder packing)."""
+    stories = list(stories)
+    ids = tokenizer(stories, add_special_tokens=False)["input_ids"] if stories else []
+    if add_eot:
+        eot = tokenizer.convert_tokens_to_ids(EOT)
+        if eot is None or eot == tokenizer.unk_token_id:
+            raise ValueError("tokenizer has no <|endoftext|> token (is it a decoder tokenizer?)")
+        ids = [x + [eot] for x in ids]
+    return ids

@@ -1,0 +1,109 @@
+"""Memorisation against the training set (``docs/methods.md#memorisation``): each completion's highest ROUGE-2
+against any training story (:func:`max_rouge2_train`, a shortlist from :class:`~helpers.diversity.ngram_index.NGramIndex`),
+and the template check — proper names of the corpus (:func:`corpus_names`) masked (:func:`mask_names`) so that a
+story retold with its characters renamed is still found as a copy (:func:`template_matches`)."""
+from __future__ import annotations
+
+import re
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from helpers.diversity.ngram_index import NGramIndex
+from helpers.diversity.rouge import rouge_n_matrix
+
+
+def max_rouge2_train(
+    completions: Sequence[str],
+    index: NGramIndex,
+    *,
+    shortlist: int = 20,
+    n: int = 2,
+    score: str = "fmeasure",
+    use_stemmer: bool = True,
+) -> tuple[np.ndarray, np.ndarray]:
+    """For each completion, its highest ROUGE-n against any training story of ``index`` and that story's id (-1 when
+    the completion shares no n-gram of the index's order with any story, score 0).
+
+    Scoring every (completion, story) pair is quadratic; the stories scored are a **shortlist**: the ``shortlist``
+    stories sharing the most distinct n-grams with each completion (:meth:`NGramIndex.closest`), pooled over all
+    completions (every completion is scored against the union of the shortlists: one sparse matrix product). A story
+    outside every shortlist shares fewer of the completion's n-grams than the shortlisted ones, so the maximum is a
+    lower bound that is exact unless the best story ranks below ``shortlist`` on n-gram overlap."""
+    if shortlist < 1:
+        raise ValueError(f"shortlist must be >= 1; got {shortlist}")
+    cand = sorted({m.story_id for c in completions for m in index.closest(c, shortlist)})
+    best = np.zeros(len(completions))
+    best_id = np.full(len(completions), -1, dtype=np.int64)
+    if cand and len(completions):
+        m = rouge_n_matrix(list(completions), [index.stories[j] for j in cand], n=n, score=score, use_stemmer=use_stemmer)
+        arg = m.argmax(axis=1)
+        best = m[np.arange(len(completions)), arg]
+        best_id = np.where(best > 0, np.asarray(cand, dtype=np.int64)[arg], -1)
+    return best, best_id
+
+
+_CAP = re.compile(r"[A-Z][a-z]+")
+_SENT_END = re.compile(r"[.!?\"”:]\s*$")
+NAME = "Xname"  # a placeholder no story uses (the index lower-cases it)
+
+
+def corpus_names(texts: Iterable[str], min_count: int = 1) -> set[str]:
+    """Words used as proper names in ``texts``: capitalised words seen at least ``min_count`` times in the middle of a
+    sentence (not after ``.!?:`` or an opening quote) and never lower-cased. "Lily", "Tom", "Max" qualify; "Once" or
+    "The" (sentence starts) and "I" do not."""
+    cap: dict[str, int] = {}
+    lower: set[str] = set()
+    for t in texts:
+        words = t.split()
+        for j, w in enumerate(words):
+            core = w.strip(".,!?;:\"'“”‘’()")
+            if not core:
+                continue
+            if core.islower():
+                lower.add(core)
+            elif _CAP.fullmatch(core) and j > 0 and not _SENT_END.search(words[j - 1]) and not w[0] in "\"“‘'":
+                cap[core] = cap.get(core, 0) + 1
+    return {w for w, c in cap.items() if c >= min_count and w.lower() not in lower}
+
+
+def mask_names(text: str, names: set[str] | frozenset[str]) -> str:
+    """``text`` with every occurrence of a word of ``names`` (whole word, any position) replaced by :data:`NAME`, so that
+    two stories that differ only by their characters' names become identical."""
+    if not names:
+        return text
+    return re.sub(r"\b[A-Z][a-z]+\b", lambda m: NAME if m.group(0) in names else m.group(0), text)
+
+
+def template_matches(
+    completions: Sequence[str],
+    stories: Sequence[str],
+    *,
+    names: set[str] | None = None,
+    n: int = 3,
+    min_words: int = 20,
+    index: NGramIndex | None = None,
+    masked_index: NGramIndex | None = None,
+    plain_runs: Sequence[int] | None = None,
+) -> list[dict]:
+    """The template check of memorisation: a completion that retells a training story with the names swapped is a
+    copy that :meth:`NGramIndex.longest_shared_run` misses, because every name breaks the run. Names (``names``, by
+    default :func:`corpus_names` of stories and completions) are masked in both, and the longest shared run is
+    measured again. Per completion: ``run`` (words shared, names kept), ``masked_run`` (names masked), ``story_id``
+    (of the masked match) and ``template`` (True when the masked run reaches ``min_words`` and the plain one does
+    not: a copy hidden only by names). Pass ``index`` (an :class:`NGramIndex` of the *unmasked* stories) and
+    ``masked_index`` (one of the stories after :func:`mask_names` with the same ``names``) to reuse them, and
+    ``plain_runs`` (the completions' longest shared runs with the unmasked stories) when they are known already."""
+    if names is None:
+        names = corpus_names([*stories, *completions])
+    if masked_index is None:
+        masked_index = NGramIndex([mask_names(s, names) for s in stories], n=n)
+    if plain_runs is None:
+        plain_index = index if index is not None else NGramIndex(list(stories), n=n)
+        plain_runs = [plain_index.longest_shared_run(c).length for c in completions]
+    out = []
+    for c, plain in zip(completions, plain_runs):
+        masked = masked_index.longest_shared_run(mask_names(c, names))
+        out.append({"run": int(plain), "masked_run": masked.length, "story_id": masked.story_id,
+                    "template": masked.length >= min_words > plain})
+    return out

@@ -1,0 +1,149 @@
+"""Minimal-pair accuracy by how familiar a pair's words are to the model's training stories.
+
+BLiMP's sentences use an adult vocabulary ("Who should Derek hug after shocking Richard?"); a decoder trained on a
+million words of TinyStories has never seen most of it, and on a pair whose telling word it never saw its choice
+is close to a coin flip. This module splits a model's scored pairs of one task by the count, in that model's
+training text, of the rarest word of the pair (both sentences; words are lower-cased runs of letters), and gives
+the accuracy on the pairs whose words all occur at least ``n`` times, for a few ``n``, with a Wilson interval over
+pairs (``docs/methods.md#minimal-pairs``).
+
+This is a diagnostic, not a second benchmark. The familiar pairs are spread over the paradigms unevenly, so each
+row also compares them with the *other* pairs of the same paradigms, every paradigm weighted by its number of
+familiar pairs (:func:`matched_gap`): a gap there is not explained by the mix of phenomena (within a paradigm the
+familiar pairs may still differ in other ways, e.g. shorter sentences). Accuracies are over pairs, not BLiMP's
+headline number (the mean over paradigms).
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from helpers.evaluation.zero_shot import BOOTSTRAP_SAMPLES, chance_verdict
+from helpers.evaluation.minimal_pairs import Item
+from helpers.core.stats import percentile_interval, wilson_interval
+
+_WORD = re.compile(r"[a-z]+")
+COLUMNS = ["kind", "model", "words seen at least", "pairs", "share of pairs (%)", "paradigms", "accuracy (%)",
+           "ci_low", "ci_high", "above chance", "matched pairs", "familiar, matched (%)", "rest, same paradigms (%)",
+           "gap (points)", "gap ci_low", "gap ci_high"]
+
+
+def words(text: str) -> list[str]:
+    """The words the counts are kept for: lower-cased runs of letters (``didn't`` -> ``didn``, ``t``)."""
+    return _WORD.findall(text.lower())
+
+
+def word_counts(texts: Iterable[str]) -> Counter:
+    """How often each word (:func:`words`) occurs in ``texts``."""
+    counts: Counter = Counter()
+    for t in texts:
+        counts.update(words(t))
+    return counts
+
+
+def rarest_word_count(item: Item, counts: Mapping[str, int]) -> int:
+    """The count of the pair's rarest word over both sentences (0 when one was never seen)."""
+    ws = words(f"{item.good} {item.bad}")
+    if not ws:
+        raise ValueError(f"pair {item.paradigm}/{item.pair_id} has no words")
+    return min(counts.get(w, 0) for w in ws)
+
+
+def matched_gap(familiar: Sequence[dict], rest: Sequence[dict], confidence: float = 0.95,
+                samples: int = BOOTSTRAP_SAMPLES, seed: int = 0) -> dict[str, float]:
+    """The ``familiar`` rows against the ``rest`` rows of the same paradigms: only paradigms with rows on both sides
+    count, each weighted by its number of familiar rows. Returns ``matched pairs`` (familiar rows in those
+    paradigms), ``familiar, matched (%)`` (their accuracy), ``rest, same paradigms (%)`` (the rest's per-paradigm
+    accuracies, weighted alike) and ``gap (points)`` (the first minus the second) with a percentile interval from a
+    seeded bootstrap over items, stratified by paradigm and side (one binomial draw per paradigm and side, as
+    :func:`helpers.evaluation.zero_shot.paradigm_mean_interval`). NaNs when no paradigm has rows on both sides."""
+    nf: Counter = Counter(r["paradigm"] for r in familiar)
+    kf: Counter = Counter(r["paradigm"] for r in familiar if r["correct"])
+    nr: Counter = Counter(r["paradigm"] for r in rest)
+    kr: Counter = Counter(r["paradigm"] for r in rest if r["correct"])
+    ps = [p for p in nf if nr[p]]
+    nan = float("nan")
+    if not ps:
+        return {"matched pairs": 0, "familiar, matched (%)": nan, "rest, same paradigms (%)": nan,
+                "gap (points)": nan, "gap ci_low": nan, "gap ci_high": nan}
+    n_f = np.array([nf[p] for p in ps], dtype=np.int64)
+    n_r = np.array([nr[p] for p in ps], dtype=np.int64)
+    a_f = np.array([kf[p] for p in ps], dtype=float) / n_f
+    a_r = np.array([kr[p] for p in ps], dtype=float) / n_r
+    w = n_f / n_f.sum()
+    rng = np.random.default_rng(seed)
+    d_f = rng.binomial(n_f[None, :], a_f[None, :], size=(samples, len(ps))) / n_f[None, :]
+    d_r = rng.binomial(n_r[None, :], a_r[None, :], size=(samples, len(ps))) / n_r[None, :]
+    lo, hi = percentile_interval(100.0 * (d_f - d_r) @ w, confidence)
+    return {"matched pairs": int(n_f.sum()), "familiar, matched (%)": float(100.0 * a_f @ w),
+            "rest, same paradigms (%)": float(100.0 * a_r @ w), "gap (points)": float(100.0 * (a_f - a_r) @ w),
+            "gap ci_low": float(lo), "gap ci_high": float(hi)}
+
+
+def familiarity_table(results: Mapping[tuple[str, str], Any], items: Sequence[Item],
+                      counts: Mapping[str, Mapping[str, int]], thresholds: Sequence[int] = (1, 5, 20),
+                      task: str = "blimp", confidence: float = 0.95, seed: int = 0) -> pd.DataFrame:
+    """One row per model (``results``: ``(kind, name) -> EvalResult`` with per-item ``rows``; ``counts[name]``: the
+    word counts of that model's training text) and threshold ``n`` (0 first: every scored pair): the pairs of
+    ``task`` whose words all occur at least ``n`` times, their share of the model's scored pairs, the number of
+    paradigms they span, and the accuracy over them (%) with a Wilson ``confidence`` interval
+    (``ci_low``/``ci_high``; NaN when no pair qualifies); then :func:`matched_gap` against the model's other pairs
+    (seeded by ``seed``)."""
+    if any(int(n) < 1 for n in thresholds):
+        raise ValueError(f"thresholds must be counts >= 1, got {list(thresholds)}")
+    items = [it for it in items if it.task == task]
+    out = []
+    for (kind, name), res in results.items():
+        if name not in counts:
+            raise ValueError(f"no word counts for {name}")
+        rarest = {(it.paradigm, it.pair_id): rarest_word_count(it, counts[name]) for it in items}
+        rows = [r for r in res.rows if r["task"] == task]
+        if not rows:
+            continue
+        missing = [r for r in rows if (r["paradigm"], r["pair_id"]) not in rarest]
+        if missing:
+            raise ValueError(f"{name}: {len(missing)} scored {task} pair(s) are not among the items given")
+        row_counts = [rarest[(r["paradigm"], r["pair_id"])] for r in rows]
+        for n in [0, *sorted(set(int(t) for t in thresholds))]:
+            sub, rest = [], []
+            for r, c in zip(rows, row_counts):
+                (sub if c >= n else rest).append(r)
+            k = sum(bool(r["correct"]) for r in sub)
+            lo, hi = wilson_interval(k, len(sub), confidence) if sub else (float("nan"), float("nan"))
+            out.append({"kind": kind, "model": name, "words seen at least": n, "pairs": len(sub),
+                        "share of pairs (%)": 100.0 * len(sub) / len(rows),
+                        "paradigms": len({r["paradigm"] for r in sub}),
+                        "accuracy (%)": 100.0 * k / len(sub) if sub else float("nan"),
+                        "ci_low": 100.0 * lo, "ci_high": 100.0 * hi,
+                        "above chance": chance_verdict(100.0 * lo, 100.0 * hi) if sub else "no pairs",
+                        **matched_gap(sub, rest, confidence, seed=seed)})
+    return pd.DataFrame(out, columns=COLUMNS)
+
+
+def plot_word_familiarity(table: pd.DataFrame, corpus: str = "its training stories", chance: float = 50.0,
+                          title: str = ""):
+    """Accuracy (95 % interval as error bars) against the threshold, one line per model (decoders solid, encoders
+    dashed), the chance level as a dotted line; ``corpus`` names the text the words were counted in."""
+    import matplotlib.pyplot as plt
+
+    levels = sorted(table["words seen at least"].unique())
+    pos = {n: i for i, n in enumerate(levels)}
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    models = list(dict.fromkeys(zip(table["kind"], table["model"])))
+    for j, (kind, name) in enumerate(models):
+        part = table[(table.kind == kind) & (table.model == name)].dropna(subset=["accuracy (%)"])
+        x = [pos[n] + (j - (len(models) - 1) / 2) * 0.04 for n in part["words seen at least"]]
+        ax.errorbar(x, part["accuracy (%)"], yerr=[part["accuracy (%)"] - part.ci_low, part.ci_high - part["accuracy (%)"]],
+                    fmt="o-" if kind == "decoder" else "s--", capsize=3, label=f"{kind}: {name}")
+    ax.axhline(chance, color="k", ls=":", lw=1, label="chance")
+    ax.set_xticks(range(len(levels)), ["all pairs" if n == 0 else f"words seen ≥ {n}×" for n in levels])
+    ax.set(ylabel="accuracy over pairs (%), 95 % CI", xlabel=f"pairs whose every word occurs this often in {corpus}")
+    ax.legend(fontsize=8, loc="upper left", ncol=2)
+    if title:
+        ax.set_title(title)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,288 @@
+""""What this run shows": sentences computed from the tables a notebook has already made.
+
+Every notebook ends with a cell that prints these sentences, so the conclusions move with the numbers when the study is
+rerun (nothing is typed by hand). Each function takes plain tables (pandas DataFrames or mappings) and returns a list of
+sentences; nothing here trains, generates or scores. A difference is called real only where two 95 % intervals do not
+overlap; single runs without an interval are compared against a stated noise level.
+"""
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import pandas as pd
+
+from helpers.evaluation.zero_shot import chance_verdict  # the one rule for "above chance" (also interval_table's)
+
+CHANCE_WORDS = {"yes": "above chance", "below": "below chance", "no": "not distinguishable from chance"}
+
+
+def _separated(a: pd.Series, b: pd.Series) -> bool:
+    return bool(a["ci_low"] > b["ci_high"] or b["ci_low"] > a["ci_high"])
+
+
+def zero_shot(intervals: pd.DataFrame, task: str = "BLiMP") -> list[str]:
+    """Notebook 05: per model, is ``task`` above chance; per kind (decoder/encoder), is the best model separated from
+    the next one. ``intervals`` has columns kind, model, task, pairs, accuracy, ci_low, ci_high."""
+    part = intervals[intervals.task == task]
+    if part.empty:
+        return [f"no {task} results in this run"]
+    out = []
+    for r in part.itertuples():
+        verdict = CHANCE_WORDS[chance_verdict(r.ci_low, r.ci_high)]
+        out.append(f"{r.kind} {r.model}: {task} {r.accuracy:.1f} [{r.ci_low:.1f}, {r.ci_high:.1f}] on {int(r.pairs):,} "
+                   f"pairs: {verdict}")
+    for kind, group in part.groupby("kind", sort=False):
+        if len(group) < 2:
+            continue
+        ranked = group.sort_values("accuracy", ascending=False)
+        best, second = ranked.iloc[0], ranked.iloc[1]
+        out.append(f"best {kind}: {best.model} ({best.accuracy:.1f}); next {second.model} ({second.accuracy:.1f}): "
+                   + ("the intervals do not overlap (a real difference)" if _separated(best, second)
+                      else "the intervals overlap (the gap may be noise)"))
+    return out
+
+
+def seed_replicates(intervals: pd.DataFrame, replicates: Mapping[str, str], task: str = "BLiMP") -> list[str]:
+    """Notebook 05: for each ``replicate -> original`` pair (the same mix trained with another seed), the gap
+    between the two models' ``task`` accuracies set against their item intervals. The item bootstrap measures
+    which pairs were drawn, not which seed trained the model: when two seeds differ by more than their intervals
+    allow, gaps of that size between other models are not evidence of a difference. ``intervals`` as in
+    :func:`zero_shot`."""
+    part = intervals[intervals.task == task].set_index("model")
+    out = []
+    for rep, orig in replicates.items():
+        if rep not in part.index or orig not in part.index:
+            out.append(f"seed replicate {rep} of {orig}: not scored in this run")
+            continue
+        a, b = part.loc[orig], part.loc[rep]
+        gap = abs(float(a.accuracy) - float(b.accuracy))
+        half = max(float(a.ci_high - a.ci_low), float(b.ci_high - b.ci_low)) / 2
+        verdict = (f"larger than the item intervals (±{half:.1f}) allow: the training seed moves {task} by this much, "
+                   f"so gaps between models below ~{gap:.1f} points are not evidence (one pair of seeds: a rough "
+                   "size, not an interval)" if _separated(a, b) else
+                   f"within the item intervals (±{half:.1f}): this pair of seeds shows no seed effect beyond them")
+        out.append(f"two seeds of {orig}: {task} {a.accuracy:.1f} and {b.accuracy:.1f} ({rep}), a gap of {gap:.1f} "
+                   f"points, {verdict}")
+    return out
+
+
+def word_familiarity(table: pd.DataFrame, corpus: str = "its training stories") -> list[str]:
+    """Notebook 05: per model, its accuracy over all scored pairs, then on the pairs whose words all occur most often
+    in ``corpus`` (the highest threshold with pairs) against the other pairs of the same paradigms weighted alike,
+    with the gap's 95 % interval. ``table`` as :func:`helpers.evaluation.word_familiarity.familiarity_table` makes it."""
+    out = []
+    part = table.rename(columns={"accuracy (%)": "accuracy"})
+    for (kind, name), g in part.groupby(["kind", "model"], sort=False):
+        everything = g[g["words seen at least"] == 0].iloc[0]
+        familiar = g[(g["words seen at least"] > 0) & (g.pairs > 0)]
+        line = (f"{kind} {name}: {everything.accuracy:.1f} % [{everything.ci_low:.1f}, {everything.ci_high:.1f}] over "
+                f"all {int(everything.pairs):,} scored pairs")
+        if familiar.empty:
+            out.append(line + f"; no pair has all its words in {corpus}")
+            continue
+        top = familiar.iloc[-1]
+        n_par = int(top.paradigms)
+        line += (f"; {top.accuracy:.1f} % [{top.ci_low:.1f}, {top.ci_high:.1f}] on the {int(top.pairs):,} pairs "
+                 f"({top['share of pairs (%)']:.1f} %, from {n_par} paradigm{'s' if n_par != 1 else ''}) whose every "
+                 f"word occurs at least {int(top['words seen at least'])} times in {corpus} "
+                 f"({CHANCE_WORDS[chance_verdict(top.ci_low, top.ci_high)]})")
+        if top["matched pairs"] > 0:
+            gap_lo, gap_hi = top["gap ci_low"], top["gap ci_high"]
+            verdict = ("familiar words score higher beyond noise" if gap_lo > 0 else
+                       "familiar words score lower beyond noise" if gap_hi < 0 else "the gap is within noise")
+            line += (f"; against the other pairs of the same paradigms, weighted alike ({int(top['matched pairs']):,} "
+                     f"familiar pairs matched): {top['familiar, matched (%)']:.1f} vs "
+                     f"{top['rest, same paradigms (%)']:.1f} %, a gap of {top['gap (points)']:+.1f} points "
+                     f"[{gap_lo:+.1f}, {gap_hi:+.1f}]: {verdict}")
+        out.append(line)
+    return out
+
+
+def _compare(a: pd.Series, b: pd.Series, value: str) -> str:
+    """How two estimates with 95 % intervals (``ci_low``/``ci_high``) relate: separated, each inside the other's
+    interval, or overlapping."""
+    if _separated(a, b):
+        return "the intervals do not overlap (a real difference)"
+    if a["ci_low"] <= b[value] <= a["ci_high"] and b["ci_low"] <= a[value] <= b["ci_high"]:
+        return "each lies within the other's interval (no difference shown)"
+    return "the intervals overlap (the gap may be noise)"
+
+
+def self_bleu(curves: Mapping[str, Mapping[int, float]], chosen: Mapping[str, int | None], eps: float,
+              intervals: pd.DataFrame | None = None) -> list[str]:
+    """Notebook 03: the level and spread of each self-BLEU curve and the k its rule chose (None: a flat curve).
+    With ``intervals`` (:func:`helpers.diversity.self_bleu.self_bleu_table`: model, k, self-BLEU, ci_low, ci_high, prompts),
+    each model's value at the largest k shared by all models gets its 95 % interval over prompts, and models
+    neighbouring in that ranking are compared: a difference is real only where the intervals do not overlap."""
+    out = []
+    for name, curve in curves.items():
+        vals = [float(v) for v in curve.values()]
+        span = max(vals) - min(vals)
+        k = chosen.get(name)
+        out.append(f"{name}: self-BLEU {min(vals):.3f}–{max(vals):.3f} over k = {min(curve)}..{max(curve)} (range "
+                   f"{span:.3f}); " + (f"the rule chooses k = {k}" if k else
+                                       f"the curve is flat (range below {eps}): the rule is undefined"))
+    if intervals is not None and len(intervals):
+        part = intervals[intervals.model.isin(list(curves))]
+        shared = set.intersection(*(set(g.k) for _, g in part.groupby("model"))) if len(part) else set()
+        if shared:
+            kmax = max(shared)
+            at = part[part.k == kmax].sort_values("self-BLEU", ascending=False)
+            out.append(f"self-BLEU at k = {kmax} with 95 % bootstrap intervals over {int(at.prompts.max())} prompts, "
+                       "least diverse first: " + "; ".join(
+                           f"{r.model} {r['self-BLEU']:.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}]" for _, r in at.iterrows()))
+            for i in range(len(at) - 1):
+                a, b = at.iloc[i], at.iloc[i + 1]
+                out.append(f"{a.model} vs {b.model} at k = {kmax} ({a['self-BLEU'] - b['self-BLEU']:+.3f}): "
+                           + _compare(a, b, "self-BLEU"))
+            return out
+    levels = {name: max(float(v) for v in c.values()) for name, c in curves.items()}
+    if len(levels) > 1:
+        lo, hi = min(levels, key=levels.get), max(levels, key=levels.get)
+        out.append(f"least diverse completions (highest self-BLEU at the largest k): {hi} ({levels[hi]:.3f}); most "
+                   f"diverse: {lo} ({levels[lo]:.3f}); self-BLEU is one sample of prompts, without an interval")
+    return out
+
+
+def continuation_health(health: pd.DataFrame, prompts: str, reference: str | None = None) -> list[str]:
+    """Notebook 03: share of greedy continuations that end with end-of-text and that loop (a repeated 6-word run),
+    with their Wilson intervals, for the rows whose ``prompts`` column equals ``prompts``; ``reference`` names the
+    ``model`` of the row of real story endings (the loop measure's base rate)."""
+    out = []
+    ref = health[health.model == reference] if reference is not None else health.iloc[:0]
+    ref = ref.iloc[0] if len(ref) else None
+    for _, r in health[health.prompts == prompts].iterrows():
+        line = (f"{r.model}: {r['ended (%)']:.0f} % [{r['ended CI low']:.0f}, {r['ended CI high']:.0f}] of greedy "
+                f"continuations end with end-of-text, {r['loops (%)']:.0f} % [{r['loops CI low']:.0f}, "
+                f"{r['loops CI high']:.0f}] contain a repeated 6-word run")
+        if ref is not None:
+            more = r["loops CI low"] > ref["loops CI high"]
+            line += (f" ({'more' if more else 'not clearly more'} than real endings: {ref['loops (%)']:.0f} % "
+                     f"[{ref['loops CI low']:.0f}, {ref['loops CI high']:.0f}])")
+        out.append(line)
+    return out
+
+
+def encoders(table: pd.DataFrame, valid_blocks: int | None = None) -> list[str]:
+    """Notebook 04: which mix predicts masked tokens best on held-out stories and on held-out BabyLM text.
+    Columns: mix, "MLM acc (stories)", "MLM acc (BabyLM)" (single runs, no interval)."""
+    out = []
+    for col, what in (("MLM acc (stories)", "held-out stories"), ("MLM acc (BabyLM)", "held-out BabyLM documents")):
+        ranked = table.sort_values(col, ascending=False)
+        out.append(f"{what}: best MLM accuracy {ranked.iloc[0][col]:.3f} ({ranked.iloc[0].mix}), lowest "
+                   f"{ranked.iloc[-1][col]:.3f} ({ranked.iloc[-1].mix})")
+    if {"tiny-1M", "baby-1M"} <= set(table.mix):
+        t = table.set_index("mix")
+        out.append("each single-source encoder is better on its own domain: "
+                   + ("yes" if (t.loc["tiny-1M", "MLM acc (stories)"] > t.loc["baby-1M", "MLM acc (stories)"]
+                                and t.loc["baby-1M", "MLM acc (BabyLM)"] > t.loc["tiny-1M", "MLM acc (BabyLM)"]) else "no")
+                   + f" (stories {t.loc['tiny-1M', 'MLM acc (stories)']:.3f} vs {t.loc['baby-1M', 'MLM acc (stories)']:.3f}; "
+                   f"BabyLM {t.loc['baby-1M', 'MLM acc (BabyLM)']:.3f} vs {t.loc['tiny-1M', 'MLM acc (BabyLM)']:.3f})")
+    blocks = f"{valid_blocks} validation blocks" if valid_blocks else "the validation blocks"
+    out.append(f"single runs with one seed: MLM accuracies are measured on {blocks} per domain, without an "
+               "interval; BLiMP with intervals follows in notebook 05")
+    return out
+
+
+def decoders(table: pd.DataFrame, histories: Mapping[str, Sequence[Mapping]], budgets: Sequence[str],
+             noise: float = 0.03) -> list[str]:
+    """Notebook 02: does the best held-out loss fall with every step up in budget (the paper's Figure 1 ordering),
+    are the steps larger than ``noise`` (single runs: a rerun moved losses by 0.01–0.015 nats), and does the
+    smallest budget overfit: its validation minimum comes before its last evaluation, by how much the loss has
+    risen since (``histories[budget]``: the training history, rows with step, split, loss). Then one line per
+    budget: epochs, best and last step, early stop, wall time. ``table`` columns: budget, epochs, "best step",
+    "last step", "stopped early", "best valid loss", "wall time (min)"."""
+    order = {b: i for i, b in enumerate(budgets)}
+    ordered = table[table.budget.isin(order)].sort_values("budget", key=lambda s: s.map(order))
+    if ordered.empty:
+        return ["no decoder results in this run"]
+    out = []
+    losses = [float(x) for x in ordered["best valid loss"]]
+    gaps = [a - b for a, b in zip(losses, losses[1:])]
+    chain = " → ".join(f"{b} {l:.3f}" for b, l in zip(ordered.budget, losses))  # in budget order
+    if gaps:
+        falls = all(g > 0 for g in gaps)
+        out.append(("best held-out loss falls strictly with the budget" if falls else
+                    "best held-out loss does NOT fall strictly with the budget") + f": {chain}; steps between "
+                   "neighbours: " + ", ".join(f"{g:+.3f}" for g in gaps)
+                   + (f" (each above the ~{noise} noise level)" if all(g > noise for g in gaps)
+                      else f" (some within the ~{noise} noise level: single runs, those steps may be noise)"))
+    else:
+        out.append(f"one budget only: {chain}")
+    small = ordered.iloc[0]
+    valid = sorted((int(h["step"]), float(h["loss"])) for h in histories.get(small.budget, ()) if h["split"] == "valid")
+    if valid:
+        best_step, best_loss = min(valid, key=lambda x: (x[1], x[0]))
+        last_step, last_loss = valid[-1]
+        rise = last_loss - best_loss
+        if best_step < last_step:
+            epochs = float(small.epochs) * best_step / max(int(small["last step"]), 1)
+            line = (f"{small.budget}: validation minimum {best_loss:.3f} at step {best_step}, then {last_loss:.3f} at "
+                    f"its last evaluation (step {last_step}, {rise:+.3f})")
+            line += (f": it overfits after {epochs:.1f} epochs" if rise > noise else
+                     f": past its minimum after {epochs:.1f} epochs, the rise within the ~{noise} noise level")
+        else:
+            line = f"{small.budget}: validation loss lowest at its last evaluation (step {last_step}): no overfitting visible within this run"
+        out.append(line)
+    else:
+        out.append(f"{small.budget}: no validation history, overfitting not assessed")
+    for _, r in ordered.iterrows():
+        out.append(f"{r.budget}: {r['epochs']} epochs, best at step {r['best step']} of {r['last step']}"
+                   f"{' (stopped early)' if r['stopped early'] == 'yes' else ''}; {r['wall time (min)']:.1f} min")
+    return out
+
+
+def sweep(table: pd.DataFrame, noise: float = 0.03) -> list[str]:
+    """Notebook 02b: at equal training tokens, the best shape, and whether the held-out loss falls with width at
+    each depth and with depth at each width (steps larger than ``noise`` count). Columns: model, hidden, layers,
+    heads, "best valid loss"."""
+    out = []
+    best = table.sort_values("best valid loss").iloc[0]
+    out.append(f"lowest held-out loss at equal tokens: {best.model} ({best['best valid loss']:.3f})")
+    main = table[table.heads == table.heads.mode().iloc[0]]  # the width x depth grid (its usual number of heads)
+    for key, other in (("hidden", "layers"), ("layers", "hidden")):
+        for val, group in main.groupby(other):
+            g = group.sort_values(key)
+            if len(g) < 2:
+                continue
+            losses = g["best valid loss"].tolist()
+            steps = [a - b for a, b in zip(losses, losses[1:])]
+            if all(s > noise for s in steps):
+                verdict = "falls"
+            elif all(s < -noise for s in steps):
+                verdict = "rises"
+            elif all(abs(s) <= noise for s in steps):
+                verdict = "does not change beyond noise"
+            else:
+                verdict = f"is lowest at {key} {g[key].iloc[losses.index(min(losses))]}"
+            out.append(f"{other} {val}: loss {verdict} with {key} "
+                       + " → ".join(f"{k} {l:.3f}" for k, l in zip(g[key], losses)))
+    if "heads" in table and table.heads.nunique() > 1:
+        for (h, l), g in table.groupby(["hidden", "layers"]):
+            if g.heads.nunique() > 1:
+                spread = g["best valid loss"].max() - g["best valid loss"].min()
+                out.append(f"hidden {h}, {l} layers: heads {sorted(g.heads)} change the loss by {spread:.3f}"
+                           + (" (within noise)" if spread <= noise else ""))
+    return out
+
+
+def attention_heads(heads: pd.DataFrame) -> list[str]:
+    """Notebook 06: how many heads per model are positional (label column) and which layers hold them."""
+    out = []
+    for name, h in heads.groupby("model", sort=False):
+        pos = h[h.label == "positional"]
+        where = ", ".join(f"layer {l}" for l in sorted(pos.layer.unique())) if len(pos) else "none"
+        out.append(f"{name}: {len(pos)} of {len(h)} heads positional ({where}); {len(h) - len(pos)} semantic or mixed")
+    return out
+
+
+def specialists(summary: pd.DataFrame) -> list[str]:
+    """Notebook 06: MLP neurons whose top tokens are dominated by one word class, against the number expected by
+    chance. Columns: model, "top tokens", specialists, neurons, "expected by chance"."""
+    out = []
+    for _, r in summary.iterrows():
+        spec, n, exp = int(r["specialists"]), int(r["neurons"]), float(r["expected by chance"])
+        out.append(f"{r.model} ({r['top tokens']} top tokens): {spec} of {n} neurons are word-class specialists "
+                   f"({100 * spec / n:.0f} %), {exp:.1f} expected by chance"
+                   + (": more than chance" if spec > 2 * exp else ": not clearly more than chance"))
+    return out

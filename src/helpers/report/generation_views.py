@@ -1,0 +1,68 @@
+"""Views of notebook 03's generation study: the self-BLEU curves, the memorisation histograms and the health of
+greedy continuations. Each function takes the table its notebook cell built and returns a matplotlib figure (saved
+by :func:`helpers.report.reporting.save_figure`)."""
+from __future__ import annotations
+
+from typing import Mapping
+
+# (column of the per-completion table, panel title, x label) of the memorisation histograms
+MEMORISATION_PANELS = (
+    ("rouge2_vs_ending", "completion vs the original ending", "ROUGE-2 F1"),
+    ("max_rouge2_others", "completion vs the model's other completions (max)", "ROUGE-2 F1"),
+    ("longest_shared_run", "longest run of words shared with a training story", "words"),
+    ("max_rouge2_train", "completion vs the training stories (max over a shortlist)", "ROUGE-2 F1"),
+)
+
+
+def plot_self_bleu(selfbleu, chosen: Mapping[str, int | None], top_p: float, n_prompts: int, k_rule: str):
+    """Self-BLEU against k per model (:func:`helpers.diversity.self_bleu.self_bleu_table`'s ``model``, ``k``, ``self-BLEU``,
+    ``ci_low``, ``ci_high``) with its 95 % band; the legend gives each model's chosen k (``None``: the curve is
+    flat and the rule undefined)."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for name, g in selfbleu.groupby("model", sort=False):
+        line, = ax.plot(g.k, g["self-BLEU"], marker="o", ms=3, label=f"{name} (k = {chosen.get(name) or 'undefined: flat'})")
+        ax.fill_between(g.k, g.ci_low, g.ci_high, color=line.get_color(), alpha=0.15, linewidth=0)
+    ax.set(xlabel="k (completions per prompt)", ylabel="self-BLEU (higher = less diverse)",
+           title=f"Self-BLEU of nucleus completions (p = {top_p}), {n_prompts} prompts per model\n"
+                 "(band: 95 % bootstrap interval over prompts)")
+    ax.legend(title=f"model (rule: {k_rule})")
+    return fig
+
+
+def plot_memorisation_histograms(per_completion, copy_min_words: int):
+    """Four histograms (density per model) of the completions of training-story prompts: ROUGE-2 against the
+    original ending, against the model's other completions, against the training stories, and the longest run
+    of words shared with a training story (dashed: ``copy_min_words``, the copy threshold)."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    fig, axes = plt.subplots(2, 2, figsize=(13, 8), layout="constrained")  # x labels clear of the lower titles
+    axes = axes.ravel()
+    train = per_completion[per_completion.prompts == "train"]
+    for ax, (col, title, xlabel) in zip(axes, MEMORISATION_PANELS):
+        sns.histplot(data=train, x=col, hue="model", element="step", stat="density", common_norm=False, bins=30,
+                     ax=ax, legend=ax is axes[0])
+        ax.set(title=title, xlabel=xlabel)
+    axes[2].axvline(copy_min_words, color="k", ls="--", lw=1)
+    fig.suptitle("Completions of training-story prompts (cf. Rathod et al. 2024, Figures 11 and 18)")
+    return fig
+
+
+def plot_continuation_health(pooled, max_new_tokens: int):
+    """Two bar panels per model (rows of :func:`helpers.diversity.continuation_health.continuation_health` with ``model``,
+    ``completions``, ``ended (%)``/``loops (%)`` and their ``CI low``/``CI high``): the share of greedy
+    continuations that ended with end-of-text before the cap, and the share that contain a repeated 6-word run."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.5), sharey=True, layout="constrained")  # suptitle clear of the panel titles
+    for ax, key, title in [(axes[0], "ended", "ended with <|endoftext|> before the cap"),
+                           (axes[1], "loops", "contain a repeated 6-word run")]:
+        value = pooled[f"{key} (%)"]
+        ax.barh(pooled.model, value, xerr=[value - pooled[f"{key} CI low"], pooled[f"{key} CI high"] - value],
+                color=sns.color_palette("viridis", len(pooled)), capsize=3)
+        ax.set(title=title, xlabel="% of greedy continuations (95 % CI)", xlim=(0, 100))
+    fig.suptitle(f"Greedy continuations per decoder ({int(pooled.completions.iloc[0])} each, max {max_new_tokens} new tokens)")
+    return fig

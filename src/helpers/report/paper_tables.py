@@ -1,0 +1,171 @@
+"""The BERTtime Stories tables rebuilt from our results: Table 1 (GPT-Neo decoders) and Table 2/3 (LTG-BERT
+encoders), our rows with a 95 % interval beside every zero-shot accuracy and the average, then the paper's rows;
+Tables 4-6 (BLiMP by phenomenon, EWoK by domain, the supplement by task), one column per model with its interval;
+Table 7 (GLUE by task), every score with its interval.
+
+Our rows come from :class:`helpers.evaluation.zero_shot.EvalResult` summaries (intervals: a seeded bootstrap over items,
+stratified by paradigm) and, for the encoders, the GLUE average of :mod:`helpers.evaluation.finetune`; the paper's rows from
+``params/paper_reference/*.csv`` (columns ``training_data``, ``blimp``, ``supplement``, ``ewok``, ``glue``,
+``average``, …). An interval is written ``[low, high]`` in a text column after its accuracy; the paper's rows have
+none (the paper prints no intervals)."""
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import pandas as pd
+
+from helpers.evaluation.zero_shot import average_note, paradigm_mean_interval, paper_ewok_has_context
+from helpers.evaluation.finetune import protocol_note
+
+ZERO_SHOT = (("blimp", "BLiMP"), ("supplement", "Supp."), ("ewok", "EWoK"))
+PAPER_COLUMNS = {"training_data": "training data", "total_words": "total words", "blimp": "BLiMP",
+                 "supplement": "Supp.", "ewok": "EWoK", "glue": "GLUE", "average": "Avg."}
+
+
+def ci_text(low: float, high: float) -> str:
+    """``[50.1, 50.8]``: an interval in percent, one decimal."""
+    return f"[{low:.1f}, {high:.1f}]"
+
+
+def zero_shot_cells(result) -> dict[str, Any]:
+    """``{"BLiMP": acc, "BLiMP 95% CI": "[lo, hi]", "Supp.": …, "EWoK": …}`` of one model's zero-shot result; a
+    task the run did not score is NaN with an empty interval."""
+    overall = result.overall.iloc[0]
+    by_task = result.by_task.set_index("task")
+    out: dict[str, Any] = {}
+    for task, label in ZERO_SHOT:
+        if task in by_task.index:
+            t = by_task.loc[task]
+            out[label], out[f"{label} 95% CI"] = float(overall[label]), ci_text(t.ci_low, t.ci_high)
+        else:
+            out[label], out[f"{label} 95% CI"] = float("nan"), ""
+    return out
+
+
+def _with_paper(ours: pd.DataFrame, paper: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
+    theirs = paper.rename(columns=PAPER_COLUMNS).assign(source="paper")
+    table = pd.concat([ours, theirs[[c for c in columns if c in theirs.columns]]], ignore_index=True)
+    text = [c for c in table.columns if c.endswith("95% CI") or c in ("stands for", "GLUE protocol")]
+    return table.fillna({c: "" for c in text})
+
+
+def decoder_table(zero: Mapping[tuple[str, str], Any], decoders: Sequence[str], source: str,
+                  stands_for: Mapping[str, str], paper: pd.DataFrame) -> pd.DataFrame:
+    """Table 1: one row per decoder (``zero[("decoder", name)]``), ``stands for`` the paper's budget it scales
+    (e.g. ``1.25M``), BLiMP / Supp. / EWoK with intervals and their average with its interval; then the paper's
+    rows."""
+    rows = []
+    for name in decoders:
+        res = zero[("decoder", name)]
+        o = res.overall.iloc[0]
+        rows.append({"source": source, "model": "GPT-Neo", "training data": name, "stands for": stands_for.get(name, ""),
+                     **zero_shot_cells(res), "Avg.": float(o["average"]),
+                     "Avg. 95% CI": ci_text(o["average_ci_low"], o["average_ci_high"])})
+    return _with_paper(pd.DataFrame(rows), paper,
+                       ["source", "model", "training data", "BLiMP", "Supp.", "EWoK", "Avg."])
+
+
+def encoder_table(zero: Mapping[tuple[str, str], Any], encoders: Sequence[str], source: str,
+                  total_words: Mapping[str, int], stands_for: Mapping[str, str], glue_avg: Mapping[str, float],
+                  glue_protocol: Mapping[str, str], paper: pd.DataFrame) -> pd.DataFrame:
+    """Table 2 (or 3): one row per encoder (``zero[("encoder", name)]``) with its zero-shot accuracies and
+    intervals, its GLUE average (NaN when not fine-tuned) and the GLUE protocol (``"standard"``, a scaled-protocol
+    note, or ``"not fine-tuned"``), ``Avg.`` over the benchmarks the row has and an ``Avg. note`` that says which
+    are missing or scaled; then the paper's rows, with ``EWoK context`` saying where a published EWoK number was
+    computed without the item's context (the organisers' pipeline)."""
+    rows = []
+    for name in encoders:
+        rows.append({"source": source, "model": "LTG-BERT", "training data": name,
+                     "total words": total_words.get(name), "stands for": stands_for.get(name, ""),
+                     **zero_shot_cells(zero[("encoder", name)]), "GLUE": glue_avg.get(name, float("nan")),
+                     "GLUE protocol": glue_protocol.get(name, "not fine-tuned") or "standard"})
+    ours = pd.DataFrame(rows)
+    ours["Avg."] = ours[["BLiMP", "Supp.", "EWoK", "GLUE"]].mean(axis=1)  # over the benchmarks this row has
+    table = _with_paper(ours, paper, ["source", "model", "training data", "total words", "BLiMP", "Supp.", "EWoK",
+                                      "GLUE", "Avg."])
+    records = table.to_dict("records")
+    table["Avg. note"] = [average_note(r) for r in records]
+    table["EWoK context"] = ["no (organisers' pipeline)" if r["source"] == "paper" and not paper_ewok_has_context(r)
+                             else "yes" for r in records]
+    return table
+
+
+# task -> (the level its paper table breaks it down by, the paper's reference table, our table's name)
+BREAKDOWNS = {"blimp": ("phenomenon", "table4_blimp_phenomena_100m", "05_table4_blimp_phenomena"),
+              "ewok": ("paradigm", "table5_ewok_domains_100m", "05_table5_ewok_domains"),
+              "supplement": ("paradigm", "table6_supplement_100m", "05_table6_supplement")}
+
+
+def breakdown_table(zero: Mapping[tuple[str, str], Any], models: Sequence[str], task: str, level: str,
+                    kind: str = "encoder", confidence: float = 0.95, seed: int = 0) -> pd.DataFrame:
+    """Tables 4-6: one row per ``level`` (``"phenomenon"``: BLiMP's 12 phenomena; ``"paradigm"``: EWoK's domains,
+    the supplement's tasks) of ``task``, and per model its accuracy (%, the mean over the level's paradigms, as
+    the summaries) and ``"<model> 95% CI"`` (:func:`helpers.evaluation.zero_shot.paradigm_mean_interval`, seeded bootstrap
+    over items stratified by paradigm), then ``pairs`` scored per model (the same for every model of one run)."""
+    if level not in ("phenomenon", "paradigm"):
+        raise ValueError(f"level must be 'phenomenon' or 'paradigm', not {level!r}")
+    columns: dict[str, pd.Series] = {}
+    pairs = None
+    for name in models:
+        par = zero[(kind, name)].by_paradigm.query("task == @task")
+        if par.empty:
+            raise ValueError(f"{name} has no {task} results")
+        acc, ci, n = {}, {}, {}
+        for label, g in par.groupby(level, sort=False):
+            acc[label] = float(g["accuracy"].mean())
+            ci[label] = ci_text(*paradigm_mean_interval(g["pairs"], g["correct"], confidence, seed=seed))
+            n[label] = int(g["pairs"].sum())
+        columns[name], columns[f"{name} 95% CI"] = pd.Series(acc), pd.Series(ci)
+        pairs = pd.Series(n) if pairs is None else pairs
+    table = pd.DataFrame(columns).sort_index()
+    table["pairs"] = pairs.reindex(table.index)
+    return table.rename_axis(level).reset_index()
+
+
+def paper_breakdown(reference: pd.DataFrame) -> pd.DataFrame:
+    """One of the paper's Tables 4-6 (``params/paper_reference/table{4,5,6}_*.csv``) as printed beside ours: its
+    level column first, every model column prefixed ``paper: ``."""
+    level = reference.columns[2]
+    paper = reference.drop(columns=["table", "track"]).set_index(level)
+    paper.columns = [f"paper: {c}" for c in paper.columns]
+    return paper.reset_index()
+
+
+GLUE_RUN_COLUMNS = ("model", "task", "metric", "score (%)", "CI low (%)", "CI high (%)", "dev_metric", "best_epoch",
+                    "n_train", "n_dev", "n_test", "protocol")
+
+
+def glue_runs_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per fine-tuning run (:func:`helpers.evaluation.finetune.finetune_many`'s rows) with its score and the bounds of
+    its 95 % interval (bootstrap over test examples) in %, and what the run used: the dev metric, the best epoch,
+    the split sizes and the protocol (:data:`GLUE_RUN_COLUMNS`)."""
+    out = runs.assign(**{"score (%)": 100 * runs["score"], "CI low (%)": 100 * runs["ci_low"],
+                         "CI high (%)": 100 * runs["ci_high"]})
+    return out[list(GLUE_RUN_COLUMNS)]
+
+
+def glue_table(runs: pd.DataFrame, tasks: Sequence[str], paper: pd.DataFrame) -> pd.DataFrame:
+    """Table 7: one row per fine-tuned model of ``runs`` (:func:`helpers.evaluation.finetune.finetune_many`'s rows: ``model``,
+    ``task``, ``score``, ``ci_low``, ``ci_high`` as fractions, ``protocol``), per task its score in % and
+    ``"<task> 95% CI"`` (the bootstrap over test examples of the run), ``GLUE avg.`` (the unweighted mean over
+    ``tasks``; no interval: the runs keep no per-example predictions to resample jointly) and ``GLUE protocol``
+    (``"standard"`` or which tasks ran the scaled protocol); then the paper's rows (``paper: <data> (100M track)``),
+    which have no intervals. Indexed by ``model``."""
+    missing = sorted(set(tasks) - set(runs["task"]))
+    if missing:
+        raise ValueError(f"no fine-tuning runs for {', '.join(missing)}")
+    score = runs.pivot(index="model", columns="task", values="score")[list(tasks)] * 100
+    low = runs.pivot(index="model", columns="task", values="ci_low")[list(tasks)] * 100
+    high = runs.pivot(index="model", columns="task", values="ci_high")[list(tasks)] * 100
+    ours = pd.DataFrame(index=score.index)
+    for t in tasks:
+        ours[t] = score[t]
+        ours[f"{t} 95% CI"] = [ci_text(lo, hi) for lo, hi in zip(low[t], high[t])]
+    ours["GLUE avg."] = score.mean(axis=1)
+    ours["GLUE protocol"] = [protocol_note(runs[runs["model"] == m], tasks) or "standard" for m in ours.index]
+    theirs = paper.set_index("training_data")[list(tasks)]
+    theirs = theirs.assign(**{"GLUE avg.": theirs.mean(axis=1), "GLUE protocol": "paper (BabyLM training files)"})
+    theirs.index = [f"paper: {i} (100M track)" for i in theirs.index]
+    table = pd.concat([ours, theirs])
+    table = table.fillna({f"{t} 95% CI": "" for t in tasks})
+    return table.rename_axis("model")

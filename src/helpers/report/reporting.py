@@ -1,0 +1,312 @@
+"""Reports: tables (CSV + Markdown), figures (PNG + PDF) and the manifest of each notebook run.
+
+Everything lands under ``reports/<profile>/``: ``tables/<name>.csv`` and ``tables/<name>.md``,
+``figures/<name>.png`` and ``figures/<name>.pdf``, ``manifest.json`` which records, per notebook, its params, the
+git revision, the helper package version, every installed package's version, the CPU and the SHA-256 of every
+input data file, and ``requirements-lock.txt`` (written by the runner) to reinstall the same package versions.
+
+Helpers whose value a notebook may show as a cell's last expression never show this machine's absolute paths:
+``save_table``/``save_figure`` return paths that print relative to the repository, ``write_manifest`` returns None.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import numbers
+import platform
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from helpers import __version__
+from helpers.core.artifacts import atomic_path, read_json, write_json, write_text
+from helpers.core.config import repo_root, reports_dir, shown_path
+from helpers.core.hardware import cpu_info
+
+LARGE = 1e5  # from here on a float is written with thousands separators and no decimals, never as 1.89e+11
+
+
+class ReportPath(type(Path())):  # type: ignore[misc]
+    """A path that shows itself relative to the repository (``reports/cpu/tables/x.csv``), so a notebook cell
+    ending in ``save_table(...)`` does not echo this machine's absolute path; otherwise an ordinary ``Path``."""
+
+    def __repr__(self) -> str:
+        return f"ReportPath({shown_path(self)!r})"
+
+
+def fmt_count(x: float | int | None, digits: int = 3) -> str:
+    """A count for people: ``1,234`` -> ``1.23k``, ``1_250_000`` -> ``1.25M``, ``3.2e9`` -> ``3.2B``; at most
+    ``digits`` significant digits, trailing zeros dropped; below 1,000 the plain integer."""
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "–" if x is None or math.isnan(x) else str(x)
+    v = float(x)
+    if abs(v) < 1000:
+        return f"{v:,.0f}" if v == int(v) else f"{v:.{digits}g}"
+    for scale, suffix in ((1e3, "k"), (1e6, "M"), (1e9, "B"), (1e12, "T")):
+        r = float(f"{v / scale:.{digits}g}")
+        if abs(r) < 1000:  # 999,999 rounds to 1000k: that is 1M
+            return f"{r:.{digits}g}" + suffix
+        if suffix == "T":
+            return f"{v / scale:,.0f}T"
+    raise AssertionError("unreachable")
+
+
+def fmt_minutes(seconds: float) -> str:
+    """Seconds as minutes to one decimal: ``fmt_minutes(125)`` -> ``'2.1 min'``."""
+    return f"{seconds / 60:.1f} min"
+
+
+def fmt_number(x: Any, digits: int = 4) -> str:
+    """A float for people, never in scientific notation when large: ``189247000000.0`` -> ``'189,247,000,000'``,
+    ``12345.678`` -> ``'12,345.68'``, ``6.330892`` -> ``'6.3309'``, ``0.00031`` -> ``'0.00031'``; integers with
+    thousands separators; anything else as ``str``."""
+    if isinstance(x, bool) or not isinstance(x, numbers.Real):
+        return str(x)
+    if isinstance(x, numbers.Integral):
+        return f"{int(x):,}"
+    v = float(x)
+    if not math.isfinite(v):
+        return str(v)
+    if abs(v) >= LARGE:
+        return f"{v:,.0f}"
+    if abs(v) >= 1000:
+        return f"{v:,.2f}"
+    if v == 0 or abs(v) >= 1:
+        return f"{v:.{digits}f}"
+    s = f"{v:.{digits}g}"
+    return s if "e" not in s else f"{v:.2e}"  # only tiny values (below 1e-4) keep an exponent
+
+
+def _markdown_cells(df, floatfmt: str):
+    """A copy of ``df`` ready for tabulate: newlines as <br>, integer columns as text, float columns holding large
+    values written with thousands separators (tabulate would otherwise fall back to 1.892e+11)."""
+    import pandas as pd
+
+    shown = df.map(lambda v: v.replace("\n", "<br>") if isinstance(v, str) else v)  # keep Markdown rows on one line
+    for c in shown.columns:
+        col = shown[c]
+        if pd.api.types.is_bool_dtype(col):
+            continue
+        if pd.api.types.is_integer_dtype(col):
+            shown[c] = col.astype(str)  # tabulate would print integer columns with the float format
+        elif pd.api.types.is_float_dtype(col):
+            big = col.abs().max(skipna=True)
+            if pd.notna(big) and big >= LARGE:
+                shown[c] = col.map(lambda v: "" if pd.isna(v) else f"{v:,.0f}")
+            elif floatfmt.endswith(("g", "e", "E", "G")):  # a general format would turn 123456.0 into 1.235e+05
+                shown[c] = col.map(lambda v: "" if pd.isna(v) else _no_exponent(format(v, floatfmt), v))
+    return shown
+
+
+def _no_exponent(text: str, v: float) -> str:
+    return text if "e" not in text.lower() or abs(v) < 1e-4 else fmt_number(v)
+
+
+def save_table(df, name: str, profile: str, index: bool = False, floatfmt: str = ".4f",
+               caption: str | None = None) -> ReportPath:
+    """Write ``df`` as ``tables/<name>.csv`` and a Markdown rendering ``tables/<name>.md``; returns the CSV path
+    (which shows itself relative to the repository). Large floats are written with thousands separators, never in
+    scientific notation."""
+    d = reports_dir(profile) / "tables"
+    csv = d / f"{name}.csv"
+    with atomic_path(csv) as tmp:
+        df.to_csv(tmp, index=index)
+    if _has_tabulate():
+        md = _markdown_cells(df, floatfmt).to_markdown(index=index, floatfmt=floatfmt)
+    else:
+        md = df.to_string(index=index, float_format=fmt_number)
+    write_text(d / f"{name}.md", (f"{caption}\n\n" if caption else "") + md + "\n")
+    return ReportPath(csv)
+
+
+def _has_tabulate() -> bool:
+    try:
+        import tabulate  # noqa: F401
+
+        return True
+    except ImportError:
+        return False
+
+
+def html_table(df, caption: str | None = None) -> str:
+    """A readable, self-contained HTML rendering of ``df`` (wrapped text, left-aligned; for long text cells)."""
+    import html as _html
+
+    style = ("<style>table.sb{border-collapse:collapse;font-family:sans-serif;font-size:13px}"
+             "table.sb td,table.sb th{border:1px solid #ccc;padding:6px;vertical-align:top;text-align:left;"
+             "max-width:70ch;white-space:pre-wrap}table.sb th{background:#f3f3f3}"
+             "table.sb caption{caption-side:top;text-align:left;padding:6px 0;max-width:140ch}</style>")
+    head = "".join(f"<th>{_html.escape(str(c))}</th>" for c in df.columns)
+    body = "".join("<tr>" + "".join(f"<td>{_html.escape(str(v))}</td>" for v in row) + "</tr>"
+                   for row in df.itertuples(index=False))
+    cap = f"<caption>{_html.escape(caption)}</caption>" if caption else ""
+    return f'{style}<table class="sb">{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+FIGURE_FORMATS = ("png", "pdf")
+
+
+def save_figure(fig, name: str, profile: str, dpi: int = 120, formats: tuple[str, ...] = FIGURE_FORMATS) -> ReportPath:
+    """Save a matplotlib figure as ``figures/<name>.png`` (for the notebooks and Markdown) and
+    ``figures/<name>.pdf`` (vector, for a paper), each atomically; returns the PNG path (shown relative to the
+    repository)."""
+    d = reports_dir(profile) / "figures"
+    written = []
+    for fmt in formats:
+        out = d / f"{name}.{fmt}"
+        # atomic_path renames tmp (its suffix tells matplotlib the format) onto out
+        with atomic_path(out, suffix=f".{fmt}") as tmp:
+            fig.savefig(tmp, format=fmt, dpi=dpi, bbox_inches="tight")
+        written.append(out)
+    return ReportPath(written[0])
+
+
+def plot_intervals(intervals, order: list[tuple[str, str]] | None = None, chance: float = 50.0,
+                   colours: dict[str, str] | None = None, title: str = ""):
+    """One panel per task of an interval table (columns kind, model, task, pairs, accuracy, ci_low, ci_high, as
+    :func:`helpers.evaluation.zero_shot.interval_table` makes): each model's accuracy with its 95 % interval as an error bar,
+    coloured by kind, and the chance level as a dashed line. ``order`` lists (kind, model) from top to bottom."""
+    import matplotlib.pyplot as plt
+
+    colours = colours or {"decoder": "tab:blue", "encoder": "tab:orange"}
+    order = order or list(dict.fromkeys(zip(intervals["kind"], intervals["model"])))
+    tasks = list(dict.fromkeys(intervals["task"]))
+    fig, axes = plt.subplots(1, len(tasks), figsize=(5 * len(tasks), 0.45 * len(order) + 1.5), sharey=True,
+                             squeeze=False)
+    for ax, task in zip(axes[0], tasks):
+        part = intervals[intervals.task == task].set_index(["kind", "model"])
+        part = part.loc[[o for o in order if o in part.index]]
+        part = part.assign(label=[f"{k}: {n}" for k, n in part.index])
+        for kind, colour in colours.items():
+            k = part[part.index.get_level_values("kind") == kind]
+            if len(k):
+                ax.errorbar(k.accuracy, k.label, xerr=[k.accuracy - k.ci_low, k.ci_high - k.accuracy], fmt="o",
+                            color=colour, capsize=3, label=kind + "s")
+        ax.axvline(chance, color="k", ls="--", lw=1, label="chance")
+        pairs = sorted({int(p) for p in part.pairs})
+        ax.set(title=f"{task} ({' / '.join(f'{p:,}' for p in pairs)} pairs)", xlabel="accuracy (%), 95 % CI")
+    axes[0][0].invert_yaxis()
+    axes[0][0].legend(loc="lower right")
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def plot_ours_vs_paper(comparison, intervals=None, ours: str | None = None, chance: float = 50.0,
+                       no_chance: tuple[str, ...] = ("GLUE",), title: str = ""):
+    """Our scores beside the paper's, one panel per benchmark (a ``compare_with_paper`` table: columns mix,
+    paper mix, benchmark, ours, paper). Our score is a dot with its 95 % interval where ``intervals`` (an
+    :func:`helpers.evaluation.zero_shot.interval_table` of the encoders) has it, the paper's a diamond; the chance level is
+    a dashed line except in the ``no_chance`` panels (GLUE averages tasks whose chance levels differ). Rows are
+    labelled "our mix (paper mix)"; a missing paper value is simply absent."""
+    import matplotlib.pyplot as plt
+
+    ours = ours or next(c for c in comparison.columns if str(c).startswith("ours"))
+    benchmarks = list(dict.fromkeys(comparison["benchmark"]))
+    mixes = list(dict.fromkeys(comparison["mix"]))
+    labels = {m: f"{m}\n(paper {p})" for m, p in zip(comparison["mix"], comparison["paper mix"])}
+    ci = {}
+    if intervals is not None:
+        for r in intervals.itertuples():
+            if (r.model, r.task) in ci:
+                raise ValueError(f"two intervals for {r.model} on {r.task}: pass the intervals of one kind of model")
+            ci[(r.model, r.task)] = (r.ci_low, r.ci_high)
+    fig, axes = plt.subplots(1, len(benchmarks), figsize=(3.6 * len(benchmarks) + 2.5, 0.7 * len(mixes) + 1.6),
+                             sharey=True, squeeze=False)
+    ys = {m: i for i, m in enumerate(mixes)}
+    for ax, bench in zip(axes[0], benchmarks):
+        part = comparison[comparison["benchmark"] == bench]
+        have_ci = False
+        for mix, score, paper in zip(part["mix"], part[ours], part["paper"]):
+            y, lo_hi = ys[mix], ci.get((mix, bench))
+            if score == score:  # not NaN
+                if lo_hi:
+                    have_ci = True
+                    ax.errorbar(score, y, xerr=[[score - lo_hi[0]], [lo_hi[1] - score]], fmt="o", color="tab:blue",
+                                capsize=3, label="ours (95 % CI)")
+                else:
+                    ax.plot(score, y, "o", color="tab:blue", label="ours")
+            if paper == paper:
+                ax.plot(paper, y, "D", color="tab:orange", label="paper")
+        if bench not in no_chance:
+            ax.axvline(chance, color="k", ls="--", lw=1, label="chance")
+        ax.set_title(bench + ("" if have_ci or bench not in no_chance else " (no interval: mean of tasks)"))
+        ax.set_xlabel("score (%)")
+        ax.grid(axis="x", alpha=0.3)
+    axes[0][0].set_yticks(range(len(mixes)), [labels[m] for m in mixes])
+    axes[0][0].invert_yaxis()
+    handles = {}
+    for ax in axes[0]:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(lab, h)
+    fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=len(handles), frameon=False,
+               bbox_to_anchor=(0.5, -0.02))
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    return fig
+
+
+def git_revision() -> str:
+    try:
+        rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo_root(), capture_output=True, text=True, check=True).stdout.strip()
+        # reports/ is what a run writes: rewriting it does not make the code that produced it "dirty"
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)reports"],
+                               cwd=repo_root(), capture_output=True, text=True).stdout.strip()
+        return rev + ("+dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def installed_packages(exclude: tuple[str, ...] = ("storybench-helpers",)) -> list[str]:
+    """Every installed distribution as ``name==version``, sorted case-insensitively (like ``pip freeze``, read
+    from ``importlib.metadata``); the project itself is left out."""
+    from importlib import metadata
+
+    seen: dict[str, str] = {}
+    skip = {e.lower().replace("_", "-") for e in exclude}
+    for dist in metadata.distributions():
+        name = dist.metadata.get("Name") if dist.metadata else None
+        if not name or name.lower().replace("_", "-") in skip:
+            continue
+        seen.setdefault(name.lower().replace("_", "-"), f"{name}=={dist.version}")
+    return sorted(seen.values(), key=str.lower)
+
+
+def write_requirements_lock(profile: str) -> ReportPath:
+    """``reports/<profile>/requirements-lock.txt``: the package versions of this run, for
+    ``pip install -r reports/<profile>/requirements-lock.txt`` (then ``pip install -e .``)."""
+    import sys
+
+    head = (f"# package versions of the last `./run_all.sh --profile {profile}` (Python {platform.python_version()}, "
+            f"{sys.platform}); reinstall with\n#   pip install -r reports/{profile}/requirements-lock.txt && "
+            "pip install -e .\n")
+    out = reports_dir(profile) / "requirements-lock.txt"
+    write_text(out, head + "\n".join(installed_packages()) + "\n")
+    return ReportPath(out)
+
+
+def write_manifest(profile: str, notebook: str, params: dict[str, Any], inputs: dict[str, str],
+                   extra: dict | None = None) -> None:
+    """Record this notebook's params, git revision, helper version, package versions, CPU and input checksums in
+    ``manifest.json``. Returns None, so a notebook ending with this call shows nothing."""
+    import torch
+
+    path = reports_dir(profile) / "manifest.json"
+    try:
+        manifest = read_json(path)
+    except FileNotFoundError:
+        manifest = {}
+    manifest[notebook] = {
+        "params": params,
+        "git_revision": git_revision(),
+        "helpers_version": __version__,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "packages": installed_packages(),
+        "cpu": cpu_info(),
+        "finished_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "inputs_sha256": inputs,
+        **(extra or {}),
+    }
+    write_json(path, dict(sorted(manifest.items())))

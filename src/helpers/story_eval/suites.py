@@ -1,0 +1,367 @@
+"""TinyStories story evaluation: GPT-Eval prompts and the themed prompt suites with their answer keys.
+
+Protocols: ``docs/methods.md#gpt-eval`` and ``#themed-suites``; instruction following is :mod:`helpers.story_eval.instruct`.
+
+GPT-Eval prompts
+----------------
+:func:`load_eval_prompts` reads the 44 TinyStories evaluation prompts; :func:`story_prompts` turns them into
+:class:`~helpers.generation.completions.Prompt` objects (``story_id`` = prompt index, no ending) for
+:func:`helpers.generation.completions.cached_completions`; :func:`fit_prompts` drops (and names) prompts that leave a model less
+than ``min_new_tokens`` of context.  Grading is :mod:`helpers.judge.rubric` (run from a notebook by
+:mod:`helpers.judge.runs`).
+
+Themed suites (Yang et al., McGill report, Table 1; Rathod et al. 2024, Tables 2-4)
+----------------------------------------------------------------------------------
+Factual, reasoning and context-tracking prompts (``data/prompts/<suite>_prompts.json``) are completed greedily; the
+answer is the **first sentence** of the completion (:func:`first_sentence`).  :func:`grade_answer` applies the
+hand-written key of ``data/prompts/answer_keys.yaml`` (:func:`load_answer_keys` validates it against the prompt
+files) and returns ``success`` / ``partial`` / ``fail``:
+
+* a pattern is a word or words in sequence (``ice cream``), ``a ... b`` (a, then b later), or a list of patterns
+  that must all occur in any order (``[alice, jack]``); matching is case-insensitive on whole words after
+  *folding* (:func:`helpers.story_eval.folding.fold`): typographic quotes made ASCII, possessive ``'s`` dropped (not in
+  ``she's``/``it's``...), plural ``-s/-es/-ies``, ``-ed``, ``-ing``, ``-er/-est`` after a doubled consonant or
+  ``y -> i``, a final silent ``-e`` and a list of irregular verb forms;
+* any ``success`` pattern -> success; else any ``partial`` pattern -> partial; else fail;
+* a ``wrong`` pattern (contradicts the context) downgrades success -> partial and partial -> fail.
+
+:func:`grade_table` grades completion rows; :func:`colour_table_html` renders them colour-coded like the McGill
+report's Table 1 (green = follows the prompt, yellow = flawed but on the right track, red = wrong or nonsensical).
+"""
+from __future__ import annotations
+
+import html as _html
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from helpers.data.corpora import read_text
+from helpers.models.decoder import context_length
+from helpers.story_eval.folding import _find, ascii_quotes, folded
+from helpers.generation.completions import Prompt
+from helpers.core.stats import mean_interval
+
+SUITES = ("factual", "reasoning", "context-tracking")
+GRADES = ("success", "partial", "fail")
+GRADE_SCORE = {"success": 1.0, "partial": 0.5, "fail": 0.0}
+GRADE_COLOURS = {"success": "#c6efce", "partial": "#ffeb9c", "fail": "#ffc7ce"}  # green / yellow / red
+EVAL_PROMPTS = "tinystories/evaluation_prompts.yaml.gz"
+ANSWER_KEYS = "prompts/answer_keys.yaml"
+
+
+class AnswerKeyError(ValueError):
+    """answer_keys.yaml does not match the prompt files or breaks the pattern syntax."""
+
+
+# ----------------------------------------------------------------------------- patterns
+@dataclass(frozen=True)
+class Pattern:
+    """One answer-key pattern: ``parts`` (each a sequence of folded tokens) must occur in order; ``all_of`` (a list
+    pattern) holds sub-patterns that must all occur, in any order."""
+
+    source: Any
+    parts: tuple[tuple[str, ...], ...] = ()
+    all_of: tuple["Pattern", ...] = ()
+
+    def matches(self, toks: Sequence[str]) -> bool:
+        if self.all_of:
+            return all(p.matches(toks) for p in self.all_of)
+        start = 0
+        for part in self.parts:
+            pos = _find(toks, part, start)
+            if pos < 0:
+                return False
+            start = pos + len(part)
+        return True
+
+    def __str__(self) -> str:
+        if self.all_of:
+            return "[" + ", ".join(str(p) for p in self.all_of) + "]"
+        return str(self.source)
+
+
+def compile_pattern(p: Any, where: str = "pattern") -> Pattern:
+    """Parse one pattern of the answer-key syntax (a string, or a list of strings for "all of, any order")."""
+    if isinstance(p, bool) or p is None:
+        raise AnswerKeyError(f"{where}: {p!r} is not a pattern (YAML reads unquoted yes/no/on/off/null as "
+                             f"booleans or null: quote them)")
+    if isinstance(p, (int, float)):
+        p = str(p)
+    if isinstance(p, str):
+        if not p.strip():
+            raise AnswerKeyError(f"{where}: empty pattern")
+        parts = []
+        for chunk in re.split(r"\s*(?:\.\.\.|…)\s*", p.strip()):
+            toks = tuple(folded(chunk))
+            if not toks:
+                raise AnswerKeyError(f"{where}: {p!r} has an empty part (write 'a ... b' with words on both sides)")
+            parts.append(toks)
+        return Pattern(p, tuple(parts))
+    if isinstance(p, (list, tuple)):
+        if not p:
+            raise AnswerKeyError(f"{where}: empty list pattern")
+        subs = []
+        for q in p:
+            if isinstance(q, (list, tuple)):
+                raise AnswerKeyError(f"{where}: list patterns do not nest ({p!r})")
+            subs.append(compile_pattern(q, where))
+        return Pattern(list(p), (), tuple(subs))
+    raise AnswerKeyError(f"{where}: unsupported pattern {p!r} ({type(p).__name__})")
+
+
+# ----------------------------------------------------------------------------- answer keys
+@dataclass
+class AnswerKey:
+    """The expected answer to one themed prompt (see data/prompts/answer_keys.yaml)."""
+
+    id: str
+    suite: str
+    index: int  # 0-based position in the suite's JSON file
+    prompt: str  # the prompt as given to the models: the JSON text with ASCII quotes
+    original: str  # the JSON text as bundled
+    expect: str
+    success: list[Pattern]
+    partial: list[Pattern] = field(default_factory=list)
+    wrong: list[Pattern] = field(default_factory=list)
+    note: str | None = None
+
+
+@dataclass
+class Grade:
+    """A graded answer: ``label`` (success / partial / fail) and the patterns that matched."""
+
+    label: str
+    success: list[str] = field(default_factory=list)
+    partial: list[str] = field(default_factory=list)
+    wrong: list[str] = field(default_factory=list)
+
+    @property
+    def score(self) -> float:
+        return GRADE_SCORE[self.label]
+
+    @property
+    def reason(self) -> str:
+        bits = [f"{k}: {', '.join(v)}" for k, v in (("success", self.success), ("partial", self.partial),
+                                                    ("wrong", self.wrong)) if v]
+        return "; ".join(bits) or "no expected word"
+
+
+def grade_answer(answer: str, key: AnswerKey | Mapping[str, Any]) -> Grade:
+    """Grade ``answer`` (the first sentence of a completion) against ``key`` (an :class:`AnswerKey`, or a mapping
+    with ``success``/``partial``/``wrong`` pattern lists as in answer_keys.yaml)."""
+    if not isinstance(key, AnswerKey):
+        key = AnswerKey(str(key.get("id", "?")), str(key.get("suite", "?")), -1, "", "", str(key.get("expect", "")),
+                        *[[compile_pattern(p, f"{key.get('id', '?')}.{f}") for p in (key.get(f) or [])]
+                          for f in ("success", "partial", "wrong")])
+    toks = folded(answer or "")
+    hits = {f: [str(p) for p in getattr(key, f) if p.matches(toks)] for f in ("success", "partial", "wrong")}
+    label = "success" if hits["success"] else "partial" if hits["partial"] else "fail"
+    if hits["wrong"]:
+        label = {"success": "partial", "partial": "fail", "fail": "fail"}[label]
+    return Grade(label, hits["success"], hits["partial"], hits["wrong"])
+
+
+def load_suite(suite: str) -> list[str]:
+    """The prompts of one themed suite, as bundled (checksum-verified)."""
+    if suite not in SUITES:
+        raise ValueError(f"unknown suite {suite!r}; choose from {', '.join(SUITES)}")
+    prompts = json.loads(read_text(f"prompts/{suite}_prompts.json"))
+    if not isinstance(prompts, list) or not all(isinstance(p, str) for p in prompts):
+        raise AnswerKeyError(f"prompts/{suite}_prompts.json must be a JSON list of strings")
+    return prompts
+
+
+def load_answer_keys(path: str | Path = ANSWER_KEYS, suites: Sequence[str] = SUITES,
+                     prompts: Mapping[str, Sequence[str]] | None = None) -> dict[str, list[AnswerKey]]:
+    """Answer keys per suite, validated: one key per prompt (``id`` = ``suite-<n>``, 1-based), its ``prompt``
+    equal to the JSON prompt with ASCII quotes, a non-empty ``success`` list, only known fields, every pattern
+    well-formed.  ``prompts`` (suite -> list) replaces the bundled prompt files (tests)."""
+    import yaml
+
+    raw = yaml.safe_load(read_text(path))
+    if not isinstance(raw, dict):
+        raise AnswerKeyError(f"{path}: expected a mapping suite -> list of keys")
+    unknown = set(raw) - set(SUITES)
+    if unknown:
+        raise AnswerKeyError(f"{path}: unknown suite(s) {sorted(unknown)}")
+    allowed = {"id", "prompt", "expect", "success", "partial", "wrong", "note"}
+    out: dict[str, list[AnswerKey]] = {}
+    for suite in suites:
+        texts = list(prompts[suite]) if prompts is not None else load_suite(suite)
+        entries = raw.get(suite) or []
+        if len(entries) != len(texts):
+            raise AnswerKeyError(f"{path}: {suite} has {len(entries)} keys for {len(texts)} prompts")
+        keys = []
+        for i, (e, text) in enumerate(zip(entries, texts)):
+            want_id = f"{suite}-{i + 1}"
+            if not isinstance(e, dict):
+                raise AnswerKeyError(f"{path}: {suite} entry {i + 1} is not a mapping")
+            if e.get("id") != want_id:
+                raise AnswerKeyError(f"{path}: entry {i + 1} of {suite} has id {e.get('id')!r}, expected {want_id!r}")
+            extra = set(e) - allowed
+            if extra:
+                raise AnswerKeyError(f"{want_id}: unknown field(s) {sorted(extra)}; allowed {sorted(allowed)}")
+            if ascii_quotes(str(e.get("prompt", ""))) != ascii_quotes(text):
+                raise AnswerKeyError(f"{want_id}: prompt differs from prompts/{suite}_prompts.json[{i}]:\n"
+                                     f"  key:  {e.get('prompt')!r}\n  json: {ascii_quotes(text)!r}")
+            if not e.get("success"):
+                raise AnswerKeyError(f"{want_id}: needs at least one success pattern")
+            pats = {}
+            for f in ("success", "partial", "wrong"):
+                v = e.get(f) or []
+                if not isinstance(v, list):
+                    raise AnswerKeyError(f"{want_id}.{f} must be a list of patterns")
+                pats[f] = [compile_pattern(p, f"{want_id}.{f}") for p in v]
+            keys.append(AnswerKey(want_id, suite, i, ascii_quotes(text), text, str(e.get("expect", "")),
+                                  pats["success"], pats["partial"], pats["wrong"], e.get("note")))
+        out[suite] = keys
+    return out
+
+
+# ----------------------------------------------------------------------------- prompts and completions
+_ABBREV = re.compile(r"\b(?:Mr|Mrs|Ms|Dr|St|Jr|Sr)\.$")
+
+
+def first_sentence(text: str, max_chars: int = 400) -> str:
+    """The completion up to the end of its first sentence: the first ``.``, ``!``, ``?`` or ``…`` (with any closing
+    quotes/brackets) followed by the end or by a space and a word that does not start in lower case (so
+    ``"Yes!" said Mom.`` is one sentence), or a line break; abbreviations such as ``Mr.`` do not end it.  A
+    "sentence" without a word (a completion that starts by closing the prompt's sentence with ``.``) is skipped, so
+    the answer is the first sentence with words.  A completion without an end is cut at ``max_chars``."""
+    s = text.lstrip()
+    start = 0
+    for m in re.finditer(r"[.!?…]+[\"'”’)\]]*(?=\s*$|[ \t]+[^a-z\s]|[ \t]*\n)|\n", s):
+        if m.group() != "\n" and _ABBREV.search(s[: m.end()]):
+            continue
+        end = m.start() if m.group() == "\n" else m.end()
+        if not re.search(r"[A-Za-z0-9]", s[start:end]):
+            start = m.end()  # nothing said yet: the answer is in the next sentence
+            continue
+        return s[start:end].strip()
+    return s[start : start + max_chars].strip()
+
+
+def load_eval_prompts(path: str | Path = EVAL_PROMPTS) -> list[str]:
+    """The 44 TinyStories evaluation prompts (a YAML list), checksum-verified."""
+    import yaml
+
+    prompts = yaml.safe_load(read_text(path))
+    if not isinstance(prompts, list) or not all(isinstance(p, str) and p.strip() for p in prompts):
+        raise ValueError(f"{path} must hold a YAML list of non-empty prompt strings")
+    return prompts
+
+
+def generation_text(prompt: str) -> str:
+    """The prompt as fed to a decoder: trailing spaces removed.  The byte-level tokenizers attach a space to the
+    next word (``"Story: The"`` is ``Story`` ``:`` ``ĠThe``), so a prompt ending in a space would end in a lone
+    ``Ġ`` token the model never saw before a word; without it the model writes the space itself."""
+    return prompt.rstrip(" ")
+
+
+def story_prompts(texts: Sequence[str], ids: Sequence[Any] | None = None, endings: Sequence[str] | None = None):
+    """:class:`~helpers.generation.completions.Prompt` objects for fixed prompts: ``story_id`` = index (or ``ids``), the text
+    without trailing spaces (:func:`generation_text`), ending ``""`` (or ``endings``)."""
+    ids = list(range(len(texts))) if ids is None else list(ids)
+    endings = [""] * len(texts) if endings is None else list(endings)
+    if not len(ids) == len(endings) == len(texts):
+        raise ValueError("need one id (and one ending) per prompt")
+    return [Prompt(i, generation_text(t), e, 1.0, len(t.split()), len(t.split()) + len(e.split()))
+            for i, t, e in zip(ids, texts, endings)]
+
+
+def model_context(model_dir: str | Path) -> int:
+    """The context length of a saved decoder (:func:`helpers.models.decoder.context_length` of its folder); an error when its
+    config states none (prompts cannot be fitted then)."""
+    n = context_length(model_dir)
+    if n is None:
+        raise ValueError(f"{Path(model_dir).name}: its config.json states no context length (max_position_embeddings)")
+    return n
+
+
+def fit_prompts(prompts, tokenizer, context: int, min_new_tokens: int, bos: bool = True):
+    """Split ``prompts`` into those that leave at least ``min_new_tokens`` of a ``context``-token model (with the
+    ``<|endoftext|>`` the generator puts first) and those that do not; returns ``(kept, dropped)``."""
+    kept, dropped = [], []
+    for p in prompts:
+        n = len(tokenizer(p.prompt, add_special_tokens=False)["input_ids"]) + int(bos)
+        (kept if n + min_new_tokens <= context else dropped).append(p)
+    return kept, dropped
+
+
+def themed_prompts(keys: Sequence[AnswerKey]):
+    """Prompt objects of answer keys (``story_id`` = key id, prompt = ASCII-quoted text)."""
+    return story_prompts([k.prompt for k in keys], [k.id for k in keys])
+
+
+def grade_table(rows: Iterable[Mapping[str, Any]], keys: Sequence[AnswerKey]):
+    """Grade completion rows (``story_id`` = key id, ``completion``, ``model``); one row per (model, prompt) with the
+    first sentence, the grade, its score (1 / 0.5 / 0) and the matched patterns."""
+    import pandas as pd
+
+    by_id = {k.id: k for k in keys}
+    out = []
+    for r in rows:
+        k = by_id[r["story_id"]]
+        ans = first_sentence(r["completion"])
+        g = grade_answer(ans, k)
+        out.append({"model": r["model"], "suite": k.suite, "id": k.id, "prompt": k.prompt, "expected": k.expect,
+                    "answer": ans, "grade": g.label, "score": g.score, "matched": g.reason})
+    return pd.DataFrame(out)
+
+
+def grade_summary(graded, confidence: float = 0.95, n_boot: int = 1000, seed: int = 0) -> Any:
+    """Per model and suite: counts of success / partial / fail, the mean score (success 1, partial 0.5) and its
+    seeded percentile-bootstrap ``confidence`` interval over the prompts (``score CI low`` / ``score CI high``)."""
+    import numpy as np
+    import pandas as pd
+
+    counts = graded.pivot_table(index=["model", "suite"], columns="grade", values="id", aggfunc="count", fill_value=0)
+    counts = counts.reindex(columns=list(GRADES), fill_value=0)
+    score = graded.groupby(["model", "suite"])["score"].mean().rename("score")
+    rng = np.random.default_rng(seed)  # one draw sequence for all groups, in groupby order
+    ci = {key: mean_interval(part.to_numpy(dtype=float), confidence, n_boot, rng=rng)
+          for key, part in graded.groupby(["model", "suite"])["score"]}
+    bounds = pd.DataFrame.from_dict(ci, orient="index", columns=["score CI low", "score CI high"])
+    bounds.index = pd.MultiIndex.from_tuples(bounds.index, names=["model", "suite"])
+    out = pd.concat([counts, score, bounds], axis=1).reset_index()
+    out.columns.name = None
+    order = {m: i for i, m in enumerate(dict.fromkeys(graded["model"]))}
+    sorder = {s: i for i, s in enumerate(SUITES)}
+    return out.sort_values(["model", "suite"], key=lambda c: c.map(order) if c.name == "model" else c.map(sorder)).reset_index(drop=True)
+
+
+def colour_table_html(graded, caption: str | None = None, extra: Mapping[tuple[str, str], str] | None = None,
+                      prompt_chars: int = 160) -> str:
+    """Table 1 of Yang et al. (McGill report) as HTML: one row per prompt (with the expected answer), one column per model, each cell the
+    model's first sentence on a green / yellow / red background (success / partial / fail); ``extra[(model, id)]``
+    is appended to a cell (e.g. a judge grade)."""
+    models = list(dict.fromkeys(graded["model"]))
+    ids = list(dict.fromkeys(graded["id"]))
+    cell = {(r.model, r.id): r for r in graded.itertuples(index=False)}
+    first = {r.id: r for r in graded.itertuples(index=False)}
+    style = ("<style>table.sbc{border-collapse:collapse;font-family:sans-serif;font-size:12px}"
+             "table.sbc td,table.sbc th{border:1px solid #bbb;padding:5px;vertical-align:top;text-align:left;"
+             "max-width:36ch}table.sbc th{background:#f3f3f3}table.sbc td.p{max-width:48ch;background:#fafafa}"
+             "table.sbc caption{caption-side:top;text-align:left;padding:6px 0}"
+             "table.sbc small{color:#555}</style>")
+    head = "<th>prompt (expected)</th>" + "".join(f"<th>{_html.escape(m)}</th>" for m in models)
+    body = []
+    for i in ids:
+        f = first[i]
+        p = f.prompt if len(f.prompt) <= prompt_chars else "[...] " + f.prompt[-prompt_chars:]
+        tds = [f'<td class="p">{_html.escape(p)}<br><small>expected: {_html.escape(str(f.expected))}</small></td>']
+        for m in models:
+            r = cell.get((m, i))
+            if r is None:
+                tds.append("<td></td>")
+                continue
+            more = f"<br><small>{_html.escape(extra[(m, i)])}</small>" if extra and (m, i) in extra else ""
+            tds.append(f'<td style="background:{GRADE_COLOURS[r.grade]}" title="{_html.escape(r.matched)}">'
+                       f"{_html.escape(r.answer) or '<i>(empty)</i>'}{more}</td>")
+        body.append("<tr>" + "".join(tds) + "</tr>")
+    legend = ("green = success (follows the prompt), yellow = partial (flawed but on the right track), "
+              "red = fail (wrong or nonsensical)")
+    cap = f"<caption>{_html.escape(caption + ' — ' if caption else '')}{legend}</caption>"
+    return f'{style}<table class="sbc">{cap}<thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'

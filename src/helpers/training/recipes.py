@@ -1,0 +1,414 @@
+"""Run recipes: the decoder and encoder runs of the study, planned from a notebook's params and trained by
+:func:`helpers.training.loop.train`.
+
+* **Skip or resume**: :func:`train_or_skip` trains one named model, resumes it from its checkpoint, or skips it
+  when a finished run was made from the same spec, config and token data (their fingerprint); a run made from
+  other inputs is set aside, never deleted first.
+* **Decoders** (notebook 02): :func:`plan_decoders` gives each budget its tokenizer, packed blocks
+  (:func:`encode_blocks`), held-out validation blocks and regularisation; :func:`train_decoder` trains one GPT-Neo.
+* **Encoders** (notebook 04): :func:`plan_encoders` checks each mix against the challenge rule, trains its
+  tokenizer and cuts masked blocks (balanced by :func:`balance_blocks`, with LTG-BERT's long phase by
+  :func:`long_phase_data`); :func:`train_encoder` pretrains one LTG-BERT.
+* **Several GPUs**: :func:`main` trains a profile's decoders outside the notebook,
+  ``torchrun --nproc_per_node 4 -m helpers.training.recipes --profile paper``.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import torch
+
+from helpers.core.artifacts import (fingerprint, read_json, read_jsonl, run_step, sha256_file, write_json,
+                        write_jsonl)
+from helpers.data.budgets import Ledger, fmt_words, read_corpus
+from helpers.core.config import load_params, run_dir, shown_path
+from helpers.data.corpora import EOT, PackedBlocks, encoder_segments, pack_blocks
+from helpers.models.decoder import FAST_PATH_VERSION, DecoderSpec, build_decoder, regularisation_for_budget, regularisation_for_epochs
+from helpers.models.ltg_bert import LtgBertForMaskedLM, ltg_bert_config
+from helpers.data.masking import LongPhaseBlocks, MaskedBlocks, MaskingConfig, TokenIds, encode_encoder_blocks, mlm_loss
+from helpers.data.tokenizers import encode_stories, load_tokenizer, train_tokenizer
+from helpers.training.loop import (TrainConfig, TrainingDiverged, TrainResult, _ckpt_step, init_distributed, lm_loss,
+                       read_metrics, train)
+
+
+# ----------------------------------------------------------------------------- the decoder stage
+
+
+def encode_blocks(tokenizer, texts: Sequence[str], block: int, max_blocks: int | None = None, seed: int = 0) -> PackedBlocks:
+    """Stories → token ids, each closed by ``<|endoftext|>`` → packed blocks of ``block`` tokens (first
+    ``max_blocks`` kept, for bounded validation cost)."""
+    blocks = pack_blocks(encode_stories(tokenizer, texts, add_eot=True), block)
+    if max_blocks is not None:
+        blocks = blocks[:max_blocks]
+    return PackedBlocks(blocks, seed)
+
+
+def blocks_digest(data: PackedBlocks) -> str:
+    """SHA-256 of the packed token ids (what a run was trained on, whatever produced it)."""
+    import hashlib
+
+    return hashlib.sha256(data.blocks.numpy().tobytes()).hexdigest()[:16]
+
+
+def train_or_skip(
+    name: str,
+    build_model: Callable[[], torch.nn.Module],
+    spec: dict,
+    train_data,
+    valid_data,
+    tokenizer,
+    cfg: TrainConfig,
+    out_dir: str | Path,
+    loss_fn: Callable[[torch.nn.Module, dict], torch.Tensor] = lm_loss,
+    progress: bool = True,
+    log: Callable[[str], None] = print,
+    extra: dict | None = None,
+) -> TrainResult:
+    """Train (or resume, or skip) one model; the best checkpoint lands in ``<out_dir>/best`` with its tokenizer.
+
+    A finished run whose ``spec``, config and token data are unchanged is skipped. A run (finished or a checkpoint)
+    made from other inputs is never deleted first: it is moved aside to ``<out_dir>.kept-<date>`` (said in the
+    output), dropped only once the new run has written its first checkpoint, and moved back if the new run fails
+    before that and the old params return. ``extra`` (e.g. the words per source of an encoder's mix) is stored with
+    the run."""
+    import shutil
+    import time as _time
+
+    out = Path(out_dir)
+    fp = fingerprint(spec, asdict(cfg), blocks_digest(train_data), blocks_digest(valid_data), *([extra] if extra else []))
+    state_file = out / "train_state.json"
+    ck = out / "checkpoint" / "state.pt"
+
+    def run_fp(folder: Path) -> str | None:  # the fingerprint of a finished run in ``folder``
+        try:
+            return read_json(folder / "train_state.json").get("extra", {}).get("fingerprint")
+        except (FileNotFoundError, json.JSONDecodeError, AttributeError):
+            return None
+
+    # a run set aside when the params changed (see below) whose params are back: restore it instead of retraining
+    if not ck.is_file() and run_fp(out) != fp:
+        for kept in sorted(out.parent.glob(f"{out.name}.kept-*"), reverse=True):
+            if run_fp(kept) == fp and (kept / "best").is_dir():
+                if out.exists():
+                    shutil.rmtree(out)  # holds no checkpoint and no finished run: the remains of a failed attempt
+                os.replace(kept, out)
+                log(f"[restore] {name}: the finished run kept at {shown_path(kept)} matches these params again; moved back to {shown_path(out)}")
+                break
+    if state_file.is_file() and (out / "best").is_dir():
+        st = read_json(state_file)
+        if st.get("extra", {}).get("fingerprint") == fp:
+            log(f"[skip] {name}: trained already with these inputs and params ({fp})")
+            return TrainResult(str(out), st["steps"], st["tokens_seen"], st["best_valid_loss"], st["best_step"],
+                               st["final_valid_loss"], st["seconds"], None, read_metrics(out / "metrics.jsonl"),
+                               st.get("stopped_early"))
+    old = torch.load(ck, map_location="cpu", weights_only=False).get("extra", {}).get("fingerprint") if ck.is_file() else None
+    kept = None
+    if ck.is_file() and old == fp:
+        log(f"[resume] {name} from step {_ckpt_step(out / 'checkpoint')}")
+    elif ck.is_file() or state_file.is_file() or (out / "best").is_dir():
+        # never delete a result before its replacement exists: the old run is set aside under a dated name and
+        # dropped by _save_checkpoint once the new run has written its first checkpoint
+        kept = out.with_name(f"{out.name}.kept-{_time.strftime('%Y%m%d-%H%M%S')}")
+        for i in range(2, 1000):
+            if not kept.exists():
+                break
+            kept = out.with_name(f"{out.name}.kept-{_time.strftime('%Y%m%d-%H%M%S')}-{i}")
+        os.replace(out, kept)
+        out.mkdir(parents=True)
+        (out / "_replaces.json").write_text(json.dumps({"kept": str(kept)}))
+        what = "finished run" if state_file.name in os.listdir(kept) else f"checkpoint (step {_ckpt_step(kept / 'checkpoint')})"
+        log(f"[new ] {name}: the {what} in {shown_path(out)} was made from other inputs/params; it is kept as {shown_path(kept)} until the "
+            f"new run writes its first checkpoint (and restored if these params are put back before then)")
+    elif out.exists():
+        marker = out / "_replaces.json"  # a run set aside earlier stays set aside until a checkpoint replaces it
+        pending = marker.read_text() if marker.is_file() else None
+        shutil.rmtree(out)  # no checkpoint, no model, no finished run: nothing to keep
+        if pending:
+            out.mkdir(parents=True)
+            (out / "_replaces.json").write_text(pending)
+            kept = Path(json.loads(pending).get("kept", ""))
+    torch.manual_seed(cfg.seed)
+    model = build_model()
+    log(f"[run ] {name}: {len(train_data)} blocks × {train_data.blocks.shape[1]} tokens, {cfg.steps} steps of "
+        f"{cfg.batch_size} ({train_data.epochs(cfg.steps, cfg.batch_size):.2f} epochs)")
+    try:
+        return train(model, train_data, valid_data, out, cfg, tokenizer=tokenizer, loss_fn=loss_fn, progress=progress,
+                     extra_state={"fingerprint": fp, "name": name, "spec": spec, **(extra or {})})
+    except TrainingDiverged as e:
+        if kept is not None and kept.exists():
+            raise TrainingDiverged(f"{e} The previous run is untouched, kept as {kept} (moved back by itself when "
+                                   f"its params are restored).") from None
+        raise
+
+
+def train_decoder(name: str, train_data: PackedBlocks, valid_data: PackedBlocks, tokenizer, spec, cfg: TrainConfig,
+                  out_dir: str | Path, progress: bool = True, log: Callable[[str], None] = print,
+                  loss_fn: Callable[[torch.nn.Module, dict], torch.Tensor] = lm_loss, extra: dict | None = None) -> TrainResult:
+    """One GPT-Neo decoder (``spec``: a :class:`~helpers.models.decoder.DecoderSpec` or its dict) via :func:`train_or_skip`.
+
+    The fast path's version is part of the run's fingerprint: a change of its numerics retrains rather than
+    silently reusing models trained by other code. ``loss_fn``/``extra``: another objective (e.g. the contrastive
+    one of :mod:`helpers.analysis.architecture`) and what identifies it."""
+    spec = spec if isinstance(spec, DecoderSpec) else DecoderSpec(**spec)
+    eot = tokenizer.convert_tokens_to_ids(EOT)
+    return train_or_skip(name, lambda: build_decoder(spec, seed=cfg.seed, bos_token_id=eot, eos_token_id=eot, pad_token_id=eot),
+                         asdict(spec), train_data, valid_data, tokenizer, cfg, out_dir, loss_fn, progress, log,
+                         extra={"fast_path": FAST_PATH_VERSION, **(extra or {})})
+
+
+@dataclass
+class DecoderRun:
+    """Everything one budget's decoder run needs (see :func:`plan_decoders`)."""
+
+    name: str
+    tokenizer: Any
+    train_data: PackedBlocks
+    valid_data: PackedBlocks
+    spec: Any
+    cfg: TrainConfig
+    words: int
+    epochs: float
+
+    def row(self, word_scale: float = 1.0) -> dict:
+        return {"budget": self.name, "words": self.words, "stands for": fmt_words(self.words * word_scale, digits=3),
+                "train tokens": self.train_data.tokens, "blocks": len(self.train_data), "epochs": round(self.epochs, 2),
+                "dropout": self.spec.dropout, "weight decay": self.cfg.weight_decay}
+
+
+def plan_decoders(
+    run_dir: str | Path,
+    budgets: Sequence[str],
+    model: dict,
+    train: dict,
+    regularisation: str = "words",
+    word_scale: float = 1.0,
+    fixed_dropout: float = 0.1,
+    fixed_weight_decay: float = 0.1,
+    valid_blocks: int | None = None,
+) -> dict[str, DecoderRun]:
+    """The decoder runs of notebook 02's parameters: per budget, its tokenizer (notebook 01), packed training
+    blocks, held-out validation blocks, and the regularisation chosen by ``regularisation``:
+    ``"words"`` (the paper's table at the budget × ``word_scale``), ``"epochs"`` (the paper's value for the budget
+    that would see as many passes under the paper's schedule) or ``"fixed"``."""
+    run_dir = Path(run_dir)
+    data = run_dir / "data"
+    if not (data / "ledger.json").is_file():
+        raise FileNotFoundError(f"no budget ledger in {data}: run notebook 01 for this profile first")
+    ledger = Ledger(data / "ledger.json")
+    heldout = [r["text"] for r in read_corpus(data / "tiny-heldout.jsonl")]
+    runs = {}
+    for name in budgets:
+        tok = load_tokenizer(run_dir / "tokenizers" / f"decoder-{name}")
+        texts = [r["text"] for r in read_corpus(data / f"{name}.jsonl")]
+        train_data = encode_blocks(tok, texts, model["context"], seed=train.get("seed", 0))
+        valid_data = encode_blocks(tok, heldout, model["context"], max_blocks=valid_blocks)
+        epochs = train_data.epochs(train["steps"], train["batch_size"])
+        words = ledger[name].words
+        if regularisation == "words":
+            dropout, wd = regularisation_for_budget(words, word_scale)
+        elif regularisation == "epochs":
+            dropout, wd = regularisation_for_epochs(epochs)
+        elif regularisation == "fixed":
+            dropout, wd = fixed_dropout, fixed_weight_decay
+        else:
+            raise ValueError(f"regularisation must be words, epochs or fixed, not {regularisation!r}")
+        spec = DecoderSpec(**model, vocab_size=len(tok), dropout=dropout)
+        runs[name] = DecoderRun(name, tok, train_data, valid_data, spec, TrainConfig(**train, weight_decay=wd), words, epochs)
+    return runs
+
+
+# ----------------------------------------------------------------------------- the encoder stage
+
+
+@dataclass
+class EncoderRun:
+    """One encoder's mix, tokenizer, masked data and configs (see :func:`plan_encoders`)."""
+
+    name: str
+    corpora: list[str]
+    balanced: bool
+    tokenizer: Any
+    train_data: Any  # masking.MaskedBlocks
+    valid_data: dict  # "tiny" / "baby" held-out MaskedBlocks (and "all", their union, used during training)
+    config: Any  # ltg_bert.LtgBertConfig
+    cfg: TrainConfig
+    words: dict  # words per kind and per source of the mix
+    blocks: dict  # training blocks per group before/after balancing
+
+    def row(self) -> dict:
+        kind = self.words["by_kind"]
+        return {"mix": self.name, "corpora": " + ".join(self.corpora), "balanced": self.balanced,
+                **{f"words {k}": kind.get(k, 0) for k in ("baby", "tiny", "gen")},
+                "words (rule)": self.words.get("rule", kind.get("baby", 0) + kind.get("tiny", 0)),
+                **{f"blocks {g}": self.blocks.get(f"{g} (raw)", 0) for g in ("baby", "stories")},
+                "blocks (trained on)": self.blocks["total"], "seed": self.cfg.seed,
+                "epochs": round(self.train_data.epochs(self.cfg.steps, self.cfg.batch_size), 2)}
+
+
+def encoder_documents(run_dir: str | Path, corpus: str, log: Callable[[str], None] = print) -> list[str]:
+    """Normalised, sentence-segmented documents of a ledger corpus (``data/<corpus>.jsonl``), each closed by
+    ``[PAR]`` (``docs/methods.md#normalisation``); computed once and kept in ``encoder_data/<corpus>.jsonl``."""
+    run_dir = Path(run_dir)
+    src = run_dir / "data" / f"{corpus}.jsonl"
+    if not src.is_file():
+        raise FileNotFoundError(f"no corpus {src} (notebooks 01 and 03 write the corpora of the ledger)")
+    out = run_dir / "encoder_data" / f"{corpus}.jsonl"
+    run_step(f"encoder text of {corpus}", out, fingerprint(sha256_file(src), "encoder_segments-v1"),
+             lambda: write_jsonl(out, ({"text": t} for t in encoder_segments(r["text"] for r in read_corpus(src)))), log)
+    return [r["text"] for r in read_jsonl(out)]
+
+
+def balance_blocks(groups: dict[str, torch.Tensor], seed: int) -> torch.Tensor:
+    """Rows of every group, the smaller groups repeated (whole copies, then a seeded sample of the rest) up to
+    the largest one, so that uniform sampling over the result gives each group the same total probability."""
+    n = max(len(g) for g in groups.values())
+    out = []
+    gen = torch.Generator().manual_seed(seed)
+    for g in groups.values():
+        reps, rest = divmod(n, len(g))
+        out += [g] * reps + [g[torch.randperm(len(g), generator=gen)[:rest]]]
+    return torch.cat(out)
+
+
+def long_phase_data(tok, short, texts: dict[str, list[str]], balanced: bool, steps: int, seed: int, long_block: int = 512,
+                    long_from: float = 0.9, long_batch_fraction: float = 0.25):
+    """LTG-BERT's "+512" schedule around the short-block training data ``short`` (``masking.LongPhaseBlocks``): the
+    same documents packed into ``long_block``-token blocks (balanced like the short ones when ``balanced``), used
+    from step ``int(steps * long_from)`` with ``long_batch_fraction`` of the batch. Set by ``long_block``,
+    ``long_from`` and ``long_batch_fraction`` in the ``train`` params of notebook 04 (``docs/methods.md#encoder-training``)."""
+    groups = {g: encode_encoder_blocks(tok, t, int(long_block)).blocks for g, t in texts.items()}
+    blocks = balance_blocks(groups, seed) if balanced and len(groups) > 1 else torch.cat(list(groups.values()))
+    long = MaskedBlocks(blocks, short.tok, seed=seed + 1, masking=short.masking)
+    return LongPhaseBlocks(short, long, steps, long_from, long_batch_fraction)
+
+
+def encoder_model(model: str | dict, dropout: float | None = None) -> str | dict:
+    """Notebook 04's ``model`` (an LTG-BERT preset name or spec dict) with its ``model_dropout`` applied: ``None``
+    keeps the preset's dropout, a number overrides both dropouts (``ltg_bert.ltg_bert_config``'s ``dropout``)."""
+    if dropout is None:
+        return model
+    return {**model, "dropout": dropout} if isinstance(model, dict) else {"preset": model, "dropout": dropout}
+
+
+def plan_encoders(
+    run_dir: str | Path,
+    mixes: Sequence[dict],
+    model: str | dict,
+    block: int,
+    train: dict,
+    vocab_size: int,
+    track_budget: int,
+    min_frequency: int = 2,
+    valid_blocks: int | None = None,
+    log: Callable[[str], None] = print,
+    masking: dict | None = None,
+) -> dict[str, EncoderRun]:
+    """The encoder runs of notebook 04: for every mix ``{"name", "corpora", "balanced"}`` the challenge rule is
+    checked through the ledger (a mix that breaks it raises :class:`~helpers.data.budgets.BudgetError` unless it says
+    ``allow_over_budget: true``), its documents are normalised and segmented, an encoder tokenizer is trained on
+    them, and the token stream is cut into ``[CLS] … [SEP]`` blocks of ``block`` tokens; with ``balanced`` the BabyLM
+    blocks and the TinyStories(+generated) blocks get equal total sampling probability; with ``seed`` the mix trains
+    with its own seed (initialisation, data order, masks), e.g. a replicate of another mix. Validation: held-out
+    TinyStories stories and held-out BabyLM documents (the same for every mix), masked once with the reference's masking (so validation
+    losses compare across ``masking`` settings). ``masking`` overrides :class:`~helpers.data.masking.MaskingConfig`
+    fields for the training data (e.g. ``{"mask_p": 0.3}``)."""
+    run_dir = Path(run_dir)
+    train_masking = MaskingConfig(**(masking or {}))
+    train = dict(train)
+    long_phase = {k: train.pop(k) for k in ("long_block", "long_from", "long_batch_fraction") if k in train}
+    ledger = Ledger(run_dir / "data" / "ledger.json")
+    held = {"tiny": encoder_documents(run_dir, "tiny-heldout", log), "baby": encoder_documents(run_dir, "baby-heldout", log)}
+    runs = {}
+    for mix in mixes:
+        name, corpora, balanced = mix["name"], list(mix["corpora"]), bool(mix.get("balanced", False))
+        seed = int(mix.get("seed", train.get("seed", 0)))  # a mix may train with its own seed (a replicate)
+        by_kind = ledger.check_mix(corpora, track_budget, allow_over_budget=bool(mix.get("allow_over_budget", False)))
+        by_source: dict[str, int] = {}
+        for c in corpora:
+            for src, w in ledger[c].words_by_source.items():
+                key = f"{ledger[c].kind}:{src}"
+                by_source[key] = by_source.get(key, 0) + w
+        docs = {c: encoder_documents(run_dir, c, log) for c in corpora}
+        tok_dir = run_dir / "tokenizers" / f"encoder-{name}"
+        all_docs = [d for c in corpora for d in docs[c]]
+        run_step(f"encoder tokenizer {name}", tok_dir, fingerprint(corpora, [len(docs[c]) for c in corpora], vocab_size, min_frequency,
+                                                                    [ledger[c].words for c in corpora]),
+                 lambda: train_tokenizer(all_docs, "encoder", vocab_size, min_frequency).save_pretrained(tok_dir), log)
+        tok = load_tokenizer(tok_dir)
+        ids = TokenIds.from_tokenizer(tok)
+        groups = {}
+        for group, kinds in (("baby", ("baby",)), ("stories", ("tiny", "gen"))):
+            texts = [d for c in corpora if ledger[c].kind in kinds for d in docs[c]]
+            if texts:
+                groups[group] = encode_encoder_blocks(tok, texts, block).blocks
+        counts = {f"{g} (raw)": len(b) for g, b in groups.items()}
+        blocks = balance_blocks(groups, seed) if balanced and len(groups) > 1 else torch.cat(list(groups.values()))
+        counts["total"] = len(blocks)
+        train_data = MaskedBlocks(blocks, ids, seed=seed, masking=train_masking)
+        if long_phase.get("long_block"):
+            texts = {g: [d for c in corpora if ledger[c].kind in kinds for d in docs[c]]
+                     for g, kinds in (("baby", ("baby",)), ("stories", ("tiny", "gen")))}
+            train_data = long_phase_data(tok, train_data, {g: t for g, t in texts.items() if t}, balanced,
+                                         int(train["steps"]), seed, **long_phase)
+            counts["long phase"] = {"block": int(long_phase["long_block"]), "blocks": len(train_data.long.blocks),
+                                    "from step": train_data.switch_step, "batch fraction": train_data.long_batch_fraction}
+        valid = {k: encode_encoder_blocks(tok, v, block, max_blocks=valid_blocks, seed=train.get("seed", 0)) for k, v in held.items()}
+        valid["all"] = MaskedBlocks(torch.cat([valid["tiny"].blocks, valid["baby"].blocks]), ids, seed=train.get("seed", 0))
+        config = ltg_bert_config(model, vocab_size=len(tok), pad_token_id=ids.pad_id, cls_token_id=ids.cls_id,
+                                 sep_token_id=ids.sep_id, mask_token_id=ids.mask_id)
+        runs[name] = EncoderRun(name, corpora, balanced, tok, train_data, valid, config, TrainConfig(**{**train, "seed": seed}),
+                                {"by_kind": {k: v for k, v in by_kind.items() if v}, "by_source": by_source,
+                                                 "rule": ledger.rule_words(corpora)["counted"]}, counts)
+    return runs
+
+
+def train_encoder(run: EncoderRun, out_dir: str | Path, progress: bool = True, log: Callable[[str], None] = print) -> TrainResult:
+    """Pretrain one LTG-BERT encoder on its mix (MLM with span masking) via :func:`train_or_skip`; the mix's
+    words per source are stored with the run (``train_state.json``) and next to the model (``best/mix.json``)."""
+    mix = {"corpora": run.corpora, "balanced": run.balanced, "words": run.words, "blocks": run.blocks}
+    spec = {k: v for k, v in run.config.to_dict().items() if k not in ("transformers_version", "architectures", "auto_map")}
+    masking = getattr(run.train_data, "short", run.train_data).masking
+    if masking != MaskingConfig():  # only a departure enters the fingerprint (runs with the reference's stay valid)
+        spec["masking"] = asdict(masking)
+    res = train_or_skip(run.name, lambda: LtgBertForMaskedLM(run.config), spec, run.train_data,
+                        run.valid_data["all"], run.tokenizer, run.cfg, out_dir, mlm_loss, progress, log, extra={"mix": mix})
+    write_json(Path(out_dir) / "best" / "mix.json", mix)
+    return res
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Train a profile's decoders outside the notebook, e.g. on several GPUs:
+
+        torchrun --nproc_per_node 4 -m helpers.training.recipes --profile paper [--budgets tiny-5M,tiny-10M]
+
+    Reads ``params/<profile>/02_*.yaml``; notebook 02 then finds the finished runs and skips them."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m helpers.training.recipes", description=main.__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--profile", default="cpu")
+    ap.add_argument("--budgets", help="comma-separated subset of the profile's budgets")
+    a = ap.parse_args(argv)
+    p = load_params(a.profile, "02")
+    budgets = a.budgets.split(",") if a.budgets else p["budgets"]
+    unknown = sorted(set(budgets) - set(p["budgets"]))
+    if unknown:
+        raise SystemExit(f"budgets {unknown} are not in params/{a.profile}/02_*.yaml ({p['budgets']})")
+    runs = plan_decoders(run_dir(a.profile), budgets, p["model"], p["train"], p.get("regularisation", "words"),
+                         p.get("word_scale", 1.0), p.get("fixed_dropout", 0.1), p.get("fixed_weight_decay", 0.1),
+                         p.get("valid_blocks"))
+    d = init_distributed()
+    for name, r in runs.items():
+        res = train_decoder(name, r.train_data, r.valid_data, r.tokenizer, r.spec, r.cfg,
+                            run_dir(a.profile) / "decoders" / name, log=print if d.main else (lambda *_: None))
+        if d.main:
+            print(f"{name}: best valid loss {res.best_valid_loss:.4f} at step {res.best_step}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
