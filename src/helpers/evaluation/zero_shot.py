@@ -48,8 +48,11 @@ import torch
 
 from helpers.core.artifacts import fingerprint, read_jsonl, run_step, sha256_file, write_jsonl
 from helpers.core.stats import percentile_interval
+from helpers.data.tokenizers import load_tokenizer
 from helpers.evaluation.lm_scoring import Request, _bar, causal_scores, mlm_scores
 from helpers.evaluation.minimal_pairs import TASK_NAMES, TASKS, Item, load_task, task_files
+from helpers.models.decoder import load_decoder
+from helpers.models.ltg_bert import load_model
 
 if TYPE_CHECKING:  # annotations only (pandas is imported where it is used)
     import pandas as pd
@@ -358,6 +361,15 @@ def evaluate_model(
         if bar is not None:
             bar.close()
     return EvalResult(rows=rows, summary=summarise(rows), settings=settings, files=files)
+
+
+def evaluate_saved(folder: str | Path, kind: Literal["causal", "mlm"], tasks: Sequence[str] = TASKS,
+                   **kwargs: Any) -> EvalResult:
+    """:func:`evaluate_model` of a saved model folder with its tokenizer: a GPT-Neo decoder for ``kind="causal"``,
+    an LTG-BERT encoder for ``"mlm"``. A module-level function of paths, so that
+    :func:`helpers.core.parallel.run_jobs` can score several models side by side."""
+    model = load_decoder(folder) if kind == "causal" else load_model(folder)
+    return evaluate_model(model.eval(), load_tokenizer(folder), kind, tasks, **kwargs)
 
 
 # ----------------------------------------------------------------------------- published numbers beside ours
