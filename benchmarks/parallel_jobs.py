@@ -1,7 +1,7 @@
 """Independent training runs: one after another in one process (all threads) vs side by side in worker processes
 (``helpers.core.parallel.run_jobs``, one thread each), in one script on the same jobs.
 
-    .venv/bin/python benchmarks/parallel_jobs.py [--model encoder|decoder|both] [--jobs 4] [--steps 20]
+    .venv/bin/python benchmarks/parallel_jobs.py [--model encoder|decoder|both|scoring] [--jobs 4] [--steps 20]
 
 A job is ``--steps`` training steps (forward, backward, AdamW) of a fresh model of the cpu profile's shape on
 random token ids, with ``precision: auto`` (bf16 autocast where the CPU has native bf16): the LTG-BERT ``cpu``
@@ -9,6 +9,10 @@ preset on 32 × 128 tokens (notebook 04) or the GPT-Neo cpu decoder on 16 × 256
 baseline runs the jobs one after another with all threads, as the notebooks did before ``workers``; the other row
 runs them through ``run_jobs`` with ``workers = threads``. Wall-clock includes the workers' start-up (each imports
 torch) and the first step of every job, as a notebook pays them. Prints tokens/s of both and the ratio.
+
+``--model scoring`` times notebook 05's zero-shot jobs instead: :func:`helpers.evaluation.zero_shot.evaluate_saved`
+on ``--steps`` BLiMP pairs per paradigm for each trained model of ``runs/<--profile>/`` (the four decoders and the
+first ``--jobs - 4`` encoders; run notebooks 02 and 04 first), one after another vs side by side; prints pairs/s.
 """
 from __future__ import annotations
 
@@ -18,14 +22,17 @@ import time
 
 import torch
 
+from helpers.core.config import run_dir
 from helpers.core.hardware import cpu_info, resolve_precision
 from helpers.core.parallel import run_jobs
+from helpers.evaluation.zero_shot import evaluate_saved
 from _common import train_steps
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", choices=["encoder", "decoder", "both"], default="both")
+    ap.add_argument("--model", choices=["encoder", "decoder", "both", "scoring"], default="both")
+    ap.add_argument("--profile", default="cpu", help="--model scoring: whose trained models to score")
     ap.add_argument("--jobs", type=int, default=4)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--threads", type=int, default=None, help="threads in all (default: torch's default)")
@@ -37,6 +44,8 @@ def main() -> None:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"CPU {info.get('label', '?')} ({', '.join(info.get('flags', [])) or '?'}), {threads} threads, "
           f"precision {precision}, load average {load:.1f} before the run; torch {torch.__version__}")
+    if args.model == "scoring":
+        return scoring(args, threads)
     models = ["encoder", "decoder"] if args.model == "both" else [args.model]
     odd = args.jobs % threads == 1 and args.jobs > threads
     head = (f"\n{'model':8s} {'jobs':>4s} {'steps':>5s}  {'one process, ' + str(threads) + ' threads':>26s}  "
@@ -63,6 +72,32 @@ def main() -> None:
             assert all(abs(seq[k]["loss"] - tail[k]["loss"]) < 0.05 for k in jobs), "the same jobs must train alike"
             line += f"  {tokens / t_tail:24,.0f} tok/s ({t_tail:5.1f} s)  {t_seq / t_tail:.2f}×  {t_par / t_tail:.2f}×"
         print(line)
+
+def scoring(args, threads: int) -> None:
+    """Notebook 05's zero-shot jobs: every decoder and some encoders, one after another vs side by side."""
+    run = run_dir(args.profile)
+    folders = {f"decoder {p.parent.name}": (p, "causal") for p in sorted(run.glob("decoders/*/best"))}
+    folders |= dict(list({f"encoder {p.parent.name}": (p, "mlm") for p in sorted(run.glob("encoders/*/best"))}.items())
+                    [:max(0, args.jobs - len(folders))])
+    if not folders:
+        raise SystemExit(f"no trained models under {run}: run notebooks 02 and 04 of the {args.profile} profile first")
+    jobs = {name: dict(folder=folder, kind=kind, tasks=("blimp",), limit_per_task=args.steps, progress=False,
+                       **({"reduction": "mean"} if kind == "mlm" else {}))
+            for name, (folder, kind) in folders.items()}
+    print(f"\n{'jobs':>4s} {'pairs/paradigm':>14s}  {'one process, ' + str(threads) + ' threads':>26s}  "
+          f"{str(threads) + ' workers, 1 thread each':>26s}  ratio")
+    t0 = time.perf_counter()
+    seq = run_jobs(evaluate_saved, jobs, workers=1)
+    t_seq = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    par = run_jobs(evaluate_saved, jobs, workers=threads, threads=threads, log=lambda _: None, lone_tail_in_caller=False)
+    t_par = time.perf_counter() - t0
+    acc = lambda r: 100 * sum(x["correct"] for x in r.rows) / len(r.rows)  # noqa: E731
+    assert all(abs(acc(seq[k]) - acc(par[k])) < 1 for k in jobs), "the same models must score alike"
+    pairs = sum(len(r.rows) for r in seq.values())
+    print(f"{len(jobs):4d} {args.steps:14d}  {pairs / t_seq:12,.0f} pairs/s ({t_seq:5.1f} s)  "
+          f"{pairs / t_par:12,.0f} pairs/s ({t_par:5.1f} s)  {t_seq / t_par:.2f}×   ({', '.join(jobs)})")
+
 
 if __name__ == "__main__":
     main()

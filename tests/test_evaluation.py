@@ -341,6 +341,23 @@ def test_evaluate_model_mlm_rows_are_auditable(encoder, encoder_tokenizer):
     assert len(res.by_phenomenon) == 12
 
 
+
+def test_evaluate_saved_scores_a_saved_folder_as_the_model_in_memory(decoder, decoder_tokenizer, encoder,
+                                                                    encoder_tokenizer, tmp_path):
+    """The folder-based entry point (what notebook 05 hands to worker processes) gives the same rows as scoring the
+    model object: a decoder and an LTG-BERT encoder saved with their tokenizers."""
+    for kind, model, tok in [("causal", decoder, decoder_tokenizer), ("mlm", encoder, encoder_tokenizer)]:
+        folder = tmp_path / kind
+        model.save_pretrained(folder)
+        tok.save_pretrained(folder)
+        kw = dict(tasks=("supplement",), limit_per_task=1, progress=False)
+        if kind == "mlm":
+            kw.update(reduction="mean", max_tokens=512)
+        ours = ev.evaluate_saved(folder, kind, **kw)
+        direct = ev.evaluate_model(model, tok, kind, **kw)
+        assert ours.rows == direct.rows and len(ours.rows) == 5
+
+
 # ----------------------------------------------------------------------------------------------- paper tables
 
 REF = REPO / "params" / "paper_reference"

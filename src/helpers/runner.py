@@ -11,6 +11,7 @@ executed copy is kept.
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import sys
@@ -65,8 +66,6 @@ def declared_parameters(nb: Path) -> dict:
 
 def declared_defaults(declared: dict) -> dict:
     """The literal default of each declared parameter (those that are not plain literals are left out)."""
-    import ast
-
     out = {}
     for name, info in declared.items():
         try:

@@ -32,15 +32,16 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import torch
+from scipy import stats
 
-from helpers.models.compressor import build_compressor, compressor_config, compressor_loss, shifted_token_nll
-from helpers.data.corpora import EOT, PackedBlocks, pack_blocks, split_sentences
-from helpers.models.decoder import DecoderSpec, build_decoder, count_parameters, flops_per_token
-from helpers.evaluation.lm_scoring import causal_scores
-from helpers.training.recipes import train_or_skip
-from helpers.data.tokenizers import encode_stories
 from helpers.core.stats import wilson_interval
+from helpers.data.corpora import EOT, PackedBlocks, pack_blocks, split_sentences
+from helpers.data.tokenizers import encode_stories
+from helpers.evaluation.lm_scoring import causal_scores
+from helpers.models.compressor import build_compressor, compressor_config, compressor_loss, shifted_token_nll
+from helpers.models.decoder import DecoderSpec, build_decoder, count_parameters, flops_per_token
 from helpers.training.loop import lm_loss
+from helpers.training.recipes import train_or_skip
 
 SHAPE_KEYS = ("hidden", "layers", "heads")
 
@@ -150,8 +151,6 @@ class PowerLaw:
 
 def fit_power_law(c: Sequence[float], loss: Sequence[float], confidence: float = 0.95) -> PowerLaw:
     """Ordinary least squares of log L on log C; the exponent's interval uses Student's t with n - 2 dof."""
-    from scipy import stats
-
     c, loss = np.asarray(c, dtype=float), np.asarray(loss, dtype=float)
     if not (np.isfinite(c).all() and np.isfinite(loss).all() and (c > 0).all() and (loss > 0).all()):
         raise ValueError("compute and loss must be positive and finite")

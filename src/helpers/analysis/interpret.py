@@ -13,13 +13,14 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
+import torch
 
+from helpers.analysis.lexicon import LexiconTagger, Word, split_words
 from helpers.core.artifacts import atomic_path, fingerprint, read_json, run_step, sha256_file, write_json
 from helpers.core.config import shown_path
 from helpers.data.corpora import EOT
-from helpers.models.decoder import load_decoder
-from helpers.analysis.lexicon import LexiconTagger, Word, split_words
 from helpers.data.tokenizers import load_tokenizer
+from helpers.models.decoder import load_decoder
 
 CACHE_VERSION = 1
 
@@ -96,8 +97,6 @@ def display_token(tokenizer, token_id: int) -> str:
 
 def attention_maps(model, ids) -> np.ndarray:
     """Attention weights ``[layers, heads, T, T]`` of one sequence (exact eager computation)."""
-    import torch
-
     x = torch.as_tensor(ids, dtype=torch.long).reshape(1, -1)
     with torch.no_grad():
         out = model(x, output_attentions=True)
@@ -262,8 +261,6 @@ class MLPRecorder:
 
 def mlp_activations(model, ids, layers: Sequence[int] | None = None) -> dict[int, np.ndarray]:
     """MLP activations ``{layer: [T, intermediate]}`` of one sequence, recorded with forward hooks."""
-    import torch
-
     x = torch.as_tensor(ids, dtype=torch.long).reshape(1, -1)
     with MLPRecorder(model, layers) as rec, torch.no_grad():
         model(x)
@@ -400,8 +397,6 @@ def analysis_fingerprint(path: Path, texts: Sequence[str], max_tokens: int, laye
 
 
 def _compute(model, stories: list[StoryTokens], layers: list[int], out: Path, log: Callable[[str], None]) -> None:
-    import torch
-
     types = layer_types(model)
     window = int(model.config.window_size)
     L, H = model.config.num_layers, model.config.num_heads

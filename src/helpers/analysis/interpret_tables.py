@@ -7,6 +7,8 @@ import math
 from typing import Callable, Sequence
 
 import numpy as np
+import pandas as pd
+from scipy.stats import binom
 
 from helpers.analysis.interpret import ModelAnalysis, context_bounds, display_token, positional_label, top_activations
 from helpers.analysis.lexicon import ATTENTION_CLASSES, CLASSES, SPECIALIST_CLASSES, attention_class
@@ -17,8 +19,6 @@ def head_table(a: ModelAnalysis, threshold: float = 0.5) -> "pd.DataFrame":  # n
     """One row per (layer, head): r over the lower triangle (mean ± sd over stories), r over the full matrix,
     r of uniform attention, the label, mean attention distance, attention on the start token, and the offset
     (0…32) that gets the most attention with its mean weight."""
-    import pandas as pd
-
     s = a.stats
     prof = s["offset_sum"] / np.maximum(s["offset_n"], 1)
     rows = []
@@ -41,8 +41,6 @@ def head_table(a: ModelAnalysis, threshold: float = 0.5) -> "pd.DataFrame":  # n
 def target_class_table(a: ModelAnalysis, heads: "pd.DataFrame") -> "pd.DataFrame":  # noqa: F821
     """Per head, the share of its strongest targets (over all queries) in each class of :data:`ATTENTION_CLASSES`
     (joined to ``heads`` from :func:`head_table`), plus ``n targets``."""
-    import pandas as pd
-
     cls = np.array([attention_class(c) for c in a.classes], dtype=object)
     rows = []
     for r in heads.itertuples(index=False):
@@ -67,8 +65,6 @@ def group_target_classes(targets: "pd.DataFrame", base: dict[str, dict[str, floa
     (positional/semantic), GPT-Neo's layer type (global/local) and attention span (heads whose mean distance is
     below / at or above the model's median: short-range / long-range); with each model's base rate (class shares
     among all story tokens) as a reference row."""
-    import pandas as pd
-
     t = targets.copy()
     med = t.groupby("model")["mean distance"].transform("median")
     t["span"] = np.where(t["mean distance"] < med, "short-range", "long-range")
@@ -89,8 +85,6 @@ def paper_observation(grouped: "pd.DataFrame", grouping: str = "span", near: str
     (``near``) heads should target articles/determiners and punctuation more than ``far`` heads, which should target
     names and nouns (the story's characters and topics) more. Shares are of strongest targets; base = all tokens.
     Each half of the observation counts as seen when the difference is at least ``min_diff`` (2 points)."""
-    import pandas as pd
-
     rows = []
     grouped = grouped.rename(columns={c: c.replace(" ", "_") for c in grouped.columns})
     for model, g in grouped.groupby("model", sort=False):
@@ -116,8 +110,6 @@ def neuron_class_shares(a: ModelAnalysis, layer: int, k: int, distinct: bool = F
     """Part-of-speech breakdown of every neuron of ``layer``: the share of its top-``k`` tokens (``distinct``: top-k
     distinct tokens, see :func:`top_activations`) in each class of :data:`CLASSES`, its dominant class and share.
     Returns ``(table, top rows [I, k], top values [I, k])``."""
-    import pandas as pd
-
     idx, vals = top_activations(a.acts[layer], k, a.ids if distinct else None)
     code = {c: i for i, c in enumerate(CLASSES)}
     cls = np.array([code.get(c, code["other"]) for c in a.classes], dtype=np.int64)[idx]  # [I, k]
@@ -137,8 +129,6 @@ def neuron_class_shares(a: ModelAnalysis, layer: int, k: int, distinct: bool = F
 def chance_specialists(base_rates: dict[str, float], k: int, threshold: float) -> dict[str, float]:
     """Probability that a neuron is a specialist of each class if its top-``k`` tokens were ``k`` independent draws
     from the base rates: P(Binomial(k, p_c) ≥ ⌈threshold · k⌉)."""
-    from scipy.stats import binom
-
     need = math.ceil(threshold * k - 1e-9)
     return {c: float(binom.sf(need - 1, k, p)) for c, p in base_rates.items()}
 
@@ -146,8 +136,6 @@ def chance_specialists(base_rates: dict[str, float], k: int, threshold: float) -
 def token_base_rates(a: ModelAnalysis) -> dict[str, dict[str, float]]:
     """Base rates of :data:`CLASSES` for both top-token modes: ``"all"``, over token occurrences; ``"distinct"``,
     over distinct tokens (each token id counted once, with its most frequent class)."""
-    import pandas as pd
-
     occ = class_base_rates(a.classes, CLASSES, fold=None)
     per_id = pd.DataFrame({"id": a.ids, "cls": a.classes}).groupby("id")["cls"].agg(lambda c: c.value_counts().index[0])
     return {"all": occ, "distinct": class_base_rates(list(per_id), CLASSES, fold=None)}
@@ -159,8 +147,6 @@ def specialist_table(shares: "pd.DataFrame", threshold: float, base_rates: dict[
     counted by class (:data:`SPECIALIST_CLASSES`, any other class as "other class"), the total, the fraction of
     neurons, and the number expected if top tokens were independent draws at the base rates
     (``base_rates[model][mode]``, see :func:`token_base_rates` and :func:`chance_specialists`)."""
-    import pandas as pd
-
     rows = []
     for (model, mode, layer), g in shares.groupby(["model", "top tokens", "layer"], sort=False):
         spec = g[g["dominant share"] >= threshold]

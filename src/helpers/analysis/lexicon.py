@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import io
 import re
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterable, Sequence
 
 import numpy as np
+import pandas as pd
 
 from helpers.data.corpora import read_text
 
@@ -166,8 +168,6 @@ def lexicon_from_frame(df) -> Lexicon:
 @lru_cache(maxsize=4)
 def load_lexicon(path: str = LEXICON) -> Lexicon:
     """The bundled lexicon, read through :func:`helpers.data.corpora.read_text` (checksum-verified, recorded)."""
-    import pandas as pd
-
     return lexicon_from_frame(pd.read_csv(io.StringIO(read_text(path))))
 
 
@@ -273,8 +273,6 @@ class LexiconTagger:
         return [word_class(w.text, self.lexicon, w.sentence_initial, names, inferred) for w in words]
 
     def fit(self, texts: Iterable[str], min_count: int = 2) -> "LexiconTagger":
-        from collections import Counter, defaultdict
-
         evidence: dict[str, Counter] = defaultdict(Counter)
         seen: Counter = Counter()
         for text in texts:

@@ -7,6 +7,7 @@
 """
 from __future__ import annotations
 
+import gc
 import json
 import math
 import os
@@ -16,7 +17,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+import pandas as pd
 import torch
+from torch.profiler import ProfilerActivity, profile
 
 from helpers.core.artifacts import fingerprint, read_jsonl, run_step, write_jsonl
 from helpers.models.compressor import build_compressor, compressor_loss
@@ -73,8 +76,6 @@ def _profiler_peak_mb(step: Callable[[], Any]) -> float | None:
     """Peak of live tensor bytes allocated while ``step()`` runs, from ``torch.profiler`` (``profile_memory=True``):
     the running sum of every allocation and free the profiler records, in time order. Tensor bytes only (no
     allocator slack, no library memory). ``None`` if this torch's profiler does not expose its event tree."""
-    from torch.profiler import ProfilerActivity, profile
-
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         step()
     try:
@@ -97,7 +98,6 @@ def _profiler_peak_mb(step: Callable[[], Any]) -> float | None:
 
 def _measure_worker(args: dict) -> dict:
     """Body of the measuring subprocess (see :func:`peak_train_memory`); returns the result row."""
-    import gc
     import resource
 
     torch.set_num_threads(int(args["threads"]))
@@ -299,8 +299,6 @@ def cached_memory_table(path: str | Path, widths: Iterable[int], batches: Iterab
 def memory_pivot(rows: list[dict]):
     """Rows of :func:`memory_table` as the paper's Table 5: a DataFrame indexed by (kind, width), one column per
     batch, cells the measured ``peak_mb`` (rounded) or ``"oom"``/``"skipped"``."""
-    import pandas as pd
-
     df = pd.DataFrame([{"kind": r["kind"], "width": r["width"], "batch": r["batch"],
                         "cell": round(r["peak_mb"]) if r["status"] == "ok" else r["status"]} for r in rows])
     return df.pivot(index=["kind", "width"], columns="batch", values="cell")

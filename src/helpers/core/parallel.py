@@ -22,6 +22,7 @@ import os
 import queue as _queue
 import sys
 import time
+import traceback
 from typing import Any, Callable, Mapping
 
 from helpers.core.progress import progress
@@ -85,7 +86,6 @@ def _init(q, threads: int, path: list[str]) -> None:
 
 def _call(fn: Callable, name: str, kwargs: dict) -> tuple[str, Any, str | None]:
     global _TAG
-    import traceback
 
     _TAG = name
     try:

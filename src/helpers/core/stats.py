@@ -5,6 +5,7 @@ proportion (:func:`wilson_interval`)."""
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 from typing import Callable
 
 import numpy as np
@@ -63,8 +64,6 @@ def bootstrap_mean_interval(values, confidence: float = 0.95, n_boot: int = 1000
 
 def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
     """Wilson score interval of a binomial proportion ``k / n`` (as fractions)."""
-    from statistics import NormalDist
-
     if n <= 0 or not 0 <= k <= n:
         raise ValueError(f"need 0 <= k <= n and n > 0, got k={k}, n={n}")
     z = NormalDist().inv_cdf(0.5 + confidence / 2)

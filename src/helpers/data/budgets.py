@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
+import pandas as pd
+
 from helpers.core.artifacts import read_json, read_jsonl, sha256_file, write_json, write_jsonl
 from helpers.core.config import require_output, shown_path
 from helpers.data.corpora import Document, count_words
@@ -352,8 +354,6 @@ class Ledger:
         return words
 
     def table(self):
-        import pandas as pd
-
         rows = []
         for e in self.entries.values():
             rows.append(
@@ -374,8 +374,6 @@ class Ledger:
 
     def mix_table(self, mixes: Sequence[Sequence[str]], track_budget: int):
         """One row per candidate mix: words per kind and whether the challenge rule accepts it."""
-        import pandas as pd
-
         rows = []
         for mix in mixes:
             words = self.check_mix(mix, track_budget, allow_over_budget=True)

@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 import ftfy
+import numpy as np
+from sacremoses import MosesPunctNormalizer
 
 from helpers.core.artifacts import parse_jsonl, sha256_file
 from helpers.core.config import data_dir, repo_root
@@ -347,8 +349,6 @@ _SENT_END = re.compile(r"(?<=[.!?…])([\"”’']*)\s+(?=[\"“‘']*[A-Z0-9])"
 def normalise_text(text: str) -> str:
     """Encoder-side normalisation (docs/methods.md#normalisation): ftfy, Moses punctuation normalisation, punctuation spacing
     (``word , word`` → ``word, word``, as in the tokenised BabyLM sources), abbreviation fixes."""
-    from sacremoses import MosesPunctNormalizer
-
     text = ftfy.fix_text(text)
     text = re.sub(r"^[AB]:\t", "", text, flags=re.M)  # Switchboard speaker tags
     text = MosesPunctNormalizer(lang="en", pre_replace_unicode_punct=True).normalize(text)
@@ -392,8 +392,6 @@ def encoder_segments(texts: Iterable[str], par: str = "[PAR]") -> list[str]:
 # ----------------------------------------------------------------------------- statistics
 def corpus_stats(texts: list[str], name: str = "") -> dict:
     """Documents, words, vocabulary (case-sensitive whitespace types), type/token ratio, words per document."""
-    import numpy as np
-
     lengths = np.array([count_words(t) for t in texts]) if texts else np.zeros(0, int)
     types: set[str] = set()
     for t in texts:
@@ -429,7 +427,6 @@ def vocab_growth(texts: list[str], n_points: int = 40) -> tuple[list[int], list[
 # ----------------------------------------------------------------------------- token blocks (model inputs)
 def pack_blocks(token_lists: Sequence[Sequence[int]], block: int) -> "torch.Tensor":
     """Concatenate token lists and cut the stream into ``[n, block]`` rows (the remainder is dropped)."""
-    import numpy as np
     import torch
 
     if block <= 1:

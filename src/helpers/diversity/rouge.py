@@ -21,6 +21,9 @@ from functools import lru_cache
 from typing import Callable, Sequence
 
 import numpy as np
+from nltk.stem import porter  # the stemmer rouge-score uses
+from rouge_score import rouge_scorer
+from scipy import sparse
 
 __all__ = [
     "rouge_tokenize",
@@ -42,8 +45,6 @@ _SCORES = ("precision", "recall", "fmeasure")
 
 @lru_cache(maxsize=1)
 def _porter():
-    from nltk.stem import porter  # the stemmer rouge-score uses
-
     return porter.PorterStemmer()
 
 
@@ -70,8 +71,6 @@ def _check_score(score: str) -> str:
 
 @lru_cache(maxsize=8)
 def _rouge_scorer(n: int, use_stemmer: bool):
-    from rouge_score import rouge_scorer
-
     return rouge_scorer.RougeScorer([f"rouge{n}"], use_stemmer=use_stemmer)
 
 
@@ -99,8 +98,6 @@ def _ngram_count_matrices(token_lists: Sequence[Sequence[str]], n: int, vocab: d
 
 
 def _to_csr(parts, n_cols: int):
-    from scipy import sparse
-
     indptr, indices, data = parts
     return sparse.csr_matrix(
         (np.asarray(data, dtype=np.int64), np.asarray(indices, dtype=np.int64), np.asarray(indptr, dtype=np.int64)),

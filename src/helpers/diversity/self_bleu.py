@@ -45,9 +45,11 @@ import warnings
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
+import pandas as pd
+from nltk.translate.bleu_score import corpus_bleu
 
-from helpers.diversity.rouge import Tokenizer
 from helpers.core.stats import bootstrap_mean_interval
+from helpers.diversity.rouge import Tokenizer
 
 __all__ = [
     "PAPER_KS",
@@ -301,8 +303,6 @@ def self_bleu_table(per_prompt: Mapping[str, Mapping[int, Sequence[float]]], con
     prompts, equal to :func:`self_bleu_curve`), ``ci_low`` and ``ci_high`` (:func:`bootstrap_mean_interval` over the
     prompts, each model with its own seeded resamples, shared by all its k), and ``prompts``.
     ``per_prompt[model]`` is :func:`self_bleu_per_prompt`'s ``{k: per-prompt values}``."""
-    import pandas as pd
-
     rows = []
     for name, per in per_prompt.items():
         ks = sorted(per)
@@ -327,8 +327,6 @@ def self_bleu_nltk(
 
     ``level="sentence"`` is the authors' loop (one corpus_bleu call per hypothesis, then ``np.mean``).
     """
-    from nltk.translate.bleu_score import corpus_bleu
-
     w, lv, ks = _check_weights(weights), _check_level(level), _check_ks(k)
     k = ks[0]
     _check_group(completions, k, "completions")

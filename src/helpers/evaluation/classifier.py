@@ -22,13 +22,14 @@ from typing import Callable, Sequence
 
 import numpy as np
 import torch
+import transformers
 
 from helpers.core.artifacts import read_json
+from helpers.core.progress import progress as progress_bar
+from helpers.data.tokenizers import load_tokenizer
 from helpers.evaluation.finetune_setup import FinetuneConfig
 from helpers.evaluation.glue_tasks import Example, score_all
 from helpers.models.ltg_bert import LtgBertForSequenceClassification
-from helpers.core.progress import progress as progress_bar
-from helpers.data.tokenizers import load_tokenizer
 from helpers.training.loop import param_groups
 
 
@@ -49,8 +50,6 @@ def model_kind(model_dir: str | Path) -> str:
 def load_classifier(model_dir: str | Path, num_labels: int, label_names: Sequence[str] = (), seed: int = 0):
     """(model, tokenizer, kind): a sequence classifier initialised from a pretrained LM folder (the new head is
     initialised with ``seed``) and the folder's tokenizer."""
-    import transformers
-
     kind = model_kind(model_dir)
     tokenizer = load_tokenizer(model_dir)
     id2label = {i: n for i, n in enumerate(label_names)} if label_names else None
@@ -64,9 +63,7 @@ def load_classifier(model_dir: str | Path, num_labels: int, label_names: Sequenc
         if kind == "encoder":
             model = LtgBertForSequenceClassification.from_pretrained(str(model_dir), num_labels=num_labels, **extra)
         else:
-            from transformers import AutoModelForSequenceClassification
-
-            model = AutoModelForSequenceClassification.from_pretrained(str(model_dir), num_labels=num_labels, **extra)
+            model = transformers.AutoModelForSequenceClassification.from_pretrained(str(model_dir), num_labels=num_labels, **extra)
             model.config.pad_token_id = tokenizer.pad_token_id
     finally:
         transformers.logging.set_verbosity(verbosity)

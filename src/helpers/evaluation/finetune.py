@@ -17,11 +17,13 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
+import pandas as pd
+
 from helpers.core.artifacts import fingerprint, read_json, run_step, sha256_file, write_json
+from helpers.core.parallel import run_jobs
 from helpers.evaluation.classifier import _device, evaluate_examples, fit, load_classifier
 from helpers.evaluation.finetune_setup import FinetuneConfig, TaskData, data_files, prepare_task
 from helpers.evaluation.glue_tasks import STANDARD, TASK_NAMES, TASKS, metric_interval
-from helpers.core.parallel import run_jobs
 
 FINETUNE_VERSION = 2  # 2: bootstrap intervals of the reported metric. Bump when a change alters results, so cached results are recomputed
 
@@ -120,8 +122,6 @@ def finetune_all(model_dir: str | Path, tasks: Iterable[str] = TASK_NAMES, cfg: 
     per task. Each training run is cached in ``cache_dir/<task>-<fingerprint>.json``, the fingerprint covering
     the model's weights/tokenizer SHA-256, the task, the config, the data files and :data:`FINETUNE_VERSION`;
     reruns read the cache. ``keep_weights`` also keeps ``cache_dir/<task>-<fingerprint>/model``."""
-    import pandas as pd
-
     cfg = cfg or FinetuneConfig()
     tasks = list(tasks)
     unknown = [t for t in tasks if t not in TASKS]
@@ -159,8 +159,6 @@ def finetune_many(model_dirs: dict[str, str | Path], tasks: Iterable[str], cfg: 
     one row per (model, task) and a ``model`` column. The training runs (one per model and trained task: mnli and
     mnli-mm share one) are independent jobs: ``workers`` processes run them side by side
     (:func:`helpers.core.parallel.run_jobs`); the rows are the same whatever the number of workers."""
-    import pandas as pd
-
     cfg = cfg or FinetuneConfig()
     tasks = list(tasks)
     by_run = {}

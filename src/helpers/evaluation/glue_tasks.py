@@ -48,8 +48,8 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from helpers.data.corpora import DataError, read_jsonl_rows, resolve
 from helpers.core.stats import bootstrap_interval
+from helpers.data.corpora import DataError, read_jsonl_rows, resolve
 
 GLUE_DIR = "babylm_eval/glue_filtered"
 STANDARD = "standard"

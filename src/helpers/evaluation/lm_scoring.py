@@ -26,8 +26,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from helpers.models.decoder import context_length
 from helpers.core.progress import progress as progress_bar
+from helpers.models.decoder import context_length
 
 
 # ============================================================================================ encoding

@@ -19,12 +19,13 @@ import re
 from collections import Counter
 from typing import Any, Iterable, Mapping, Sequence
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from helpers.evaluation.zero_shot import BOOTSTRAP_SAMPLES, chance_verdict
-from helpers.evaluation.minimal_pairs import Item
 from helpers.core.stats import percentile_interval, wilson_interval
+from helpers.evaluation.minimal_pairs import Item
+from helpers.evaluation.zero_shot import BOOTSTRAP_SAMPLES, chance_verdict
 
 _WORD = re.compile(r"[a-z]+")
 COLUMNS = ["kind", "model", "words seen at least", "pairs", "share of pairs (%)", "paradigms", "accuracy (%)",
@@ -128,8 +129,6 @@ def plot_word_familiarity(table: pd.DataFrame, corpus: str = "its training stori
                           title: str = ""):
     """Accuracy (95 % interval as error bars) against the threshold, one line per model (decoders solid, encoders
     dashed), the chance level as a dotted line; ``corpus`` names the text the words were counted in."""
-    import matplotlib.pyplot as plt
-
     levels = sorted(table["words seen at least"].unique())
     pos = {n: i for i, n in enumerate(levels)}
     fig, ax = plt.subplots(figsize=(7.5, 4.2))

@@ -37,17 +37,22 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal, Mapping, Sequence
 
 import numpy as np
+import pandas as pd
 import torch
 
 from helpers.core.artifacts import fingerprint, read_jsonl, run_step, sha256_file, write_jsonl
+from helpers.core.stats import percentile_interval
+from helpers.data.tokenizers import load_tokenizer
 from helpers.evaluation.lm_scoring import Request, _bar, causal_scores, mlm_scores
 from helpers.evaluation.minimal_pairs import TASK_NAMES, TASKS, Item, load_task, task_files
-from helpers.core.stats import percentile_interval
+from helpers.models.decoder import load_decoder
+from helpers.models.ltg_bert import load_model
 
 if TYPE_CHECKING:  # annotations only (pandas is imported where it is used)
     import pandas as pd
@@ -138,8 +143,6 @@ def summarise(rows: Iterable[dict] | "pd.DataFrame", confidence: float = 0.95, s
       score, the headline), ``accuracy_phenomena`` = mean over phenomena, ``accuracy_pairs`` = pooled pairs;
     * ``overall``: one row, the unweighted mean of the tasks' headline accuracies (as the papers' "Avg." over the
       zero-shot columns) and each task's accuracy as a column."""
-    import pandas as pd
-
     df = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
     if df.empty:
         raise ValueError("no rows to summarise")
@@ -237,8 +240,6 @@ def interval_table(results: Mapping[tuple[str, str], "EvalResult"], chance: floa
     """One row per (kind, model, task) of ``results`` (``{(kind, name): EvalResult}``): pairs, accuracy and its
     paradigm-stratified bootstrap interval (``ci_low``/``ci_high``, percent), and ``above chance`` ("yes" when the
     interval lies above ``chance``, "below" when under it, "no" when it contains it)."""
-    import pandas as pd
-
     rows = []
     for (kind, name), res in results.items():
         for r in res.by_task.itertuples():
@@ -252,8 +253,6 @@ def average_note(row: Mapping[str, Any], benchmarks: Sequence[str] = ("BLiMP", "
     """What an average over ``benchmarks`` in a row of ours (``source`` not "paper") leaves out or scales: "over 3
     of 4 benchmarks (GLUE missing)" when some are absent, and "GLUE includes <protocol>" when GLUE ran a scaled
     protocol (its ``GLUE protocol`` column). Paper rows keep the paper's own average: empty note."""
-    import math
-
     if row.get("source") == "paper":
         return ""
     missing = [b for b in benchmarks if row.get(b) is None or (isinstance(row.get(b), float) and math.isnan(row[b]))]
@@ -364,6 +363,15 @@ def evaluate_model(
     return EvalResult(rows=rows, summary=summarise(rows), settings=settings, files=files)
 
 
+def evaluate_saved(folder: str | Path, kind: Literal["causal", "mlm"], tasks: Sequence[str] = TASKS,
+                   **kwargs: Any) -> EvalResult:
+    """:func:`evaluate_model` of a saved model folder with its tokenizer: a GPT-Neo decoder for ``kind="causal"``,
+    an LTG-BERT encoder for ``"mlm"``. A module-level function of paths, so that
+    :func:`helpers.core.parallel.run_jobs` can score several models side by side."""
+    model = load_decoder(folder) if kind == "causal" else load_model(folder)
+    return evaluate_model(model.eval(), load_tokenizer(folder), kind, tasks, **kwargs)
+
+
 # ----------------------------------------------------------------------------- published numbers beside ours
 PAPER_BENCHMARKS = {"BLiMP": "blimp", "Supp.": "supplement", "EWoK": "ewok", "GLUE": "glue"}
 
@@ -394,8 +402,6 @@ def compare_with_paper(ours: "pd.DataFrame", table: "pd.DataFrame", equivalents:
     :data:`PAPER_BENCHMARKS`; ``table``: a paper table as stored in ``params/paper_reference``. An EWoK number
     computed without the context (:func:`paper_ewok_has_context`) is replaced by the row's ``ewok_alt`` when it has
     one, else left out, and the ``note`` says which; a missing paper cell is NaN with a note."""
-    import pandas as pd
-
     out = []
     for name, paper_mix in equivalents.items():
         mine = ours[ours["training data"] == name]

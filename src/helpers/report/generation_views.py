@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from typing import Mapping
 
+import matplotlib.pyplot as plt
+import seaborn as sns
+
 # (column of the per-completion table, panel title, x label) of the memorisation histograms
 MEMORISATION_PANELS = (
     ("rouge2_vs_ending", "completion vs the original ending", "ROUGE-2 F1"),
@@ -18,8 +21,6 @@ def plot_self_bleu(selfbleu, chosen: Mapping[str, int | None], top_p: float, n_p
     """Self-BLEU against k per model (:func:`helpers.diversity.self_bleu.self_bleu_table`'s ``model``, ``k``, ``self-BLEU``,
     ``ci_low``, ``ci_high``) with its 95 % band; the legend gives each model's chosen k (``None``: the curve is
     flat and the rule undefined)."""
-    import matplotlib.pyplot as plt
-
     fig, ax = plt.subplots(figsize=(7, 4))
     for name, g in selfbleu.groupby("model", sort=False):
         line, = ax.plot(g.k, g["self-BLEU"], marker="o", ms=3, label=f"{name} (k = {chosen.get(name) or 'undefined: flat'})")
@@ -35,8 +36,6 @@ def plot_memorisation_histograms(per_completion, copy_min_words: int):
     """Four histograms (density per model) of the completions of training-story prompts: ROUGE-2 against the
     original ending, against the model's other completions, against the training stories, and the longest run
     of words shared with a training story (dashed: ``copy_min_words``, the copy threshold)."""
-    import matplotlib.pyplot as plt
-    import seaborn as sns
 
     fig, axes = plt.subplots(2, 2, figsize=(13, 8), layout="constrained")  # x labels clear of the lower titles
     axes = axes.ravel()
@@ -54,8 +53,6 @@ def plot_continuation_health(pooled, max_new_tokens: int):
     """Two bar panels per model (rows of :func:`helpers.diversity.continuation_health.continuation_health` with ``model``,
     ``completions``, ``ended (%)``/``loops (%)`` and their ``CI low``/``CI high``): the share of greedy
     continuations that ended with end-of-text before the cap, and the share that contain a repeated 6-word run."""
-    import matplotlib.pyplot as plt
-    import seaborn as sns
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.5), sharey=True, layout="constrained")  # suptitle clear of the panel titles
     for ax, key, title in [(axes[0], "ended", "ended with <|endoftext|> before the cap"),

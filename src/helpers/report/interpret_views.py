@@ -5,7 +5,9 @@ from __future__ import annotations
 import html as _html
 from typing import Sequence
 
+import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.colors import PowerNorm
 
 from helpers.analysis.interpret import ModelAnalysis
 
@@ -54,8 +56,6 @@ def html_page(parts: Sequence[str], title: str = "") -> str:
 def plot_attention_grid(att: np.ndarray, labels: Sequence[str], types: Sequence[str], title: str = "", n: int | None = None):
     """Heat maps of every layer (rows) × head (columns) of one story's attention ``[L, H, T, T]``, the first ``n``
     tokens, with token labels (queries down, keys across). Colour: attention weight, square-root scale."""
-    import matplotlib.pyplot as plt
-    from matplotlib.colors import PowerNorm
 
     L, H, T, _ = att.shape
     n = min(n or T, T)
@@ -84,8 +84,6 @@ def plot_attention_grid(att: np.ndarray, labels: Sequence[str], types: Sequence[
 
 def plot_correlation_grid(heads: "pd.DataFrame", threshold: float = 0.5):  # noqa: F821
     """r (lower triangle) per layer × head, one panel per model; cells with |r| > threshold are marked P."""
-    import matplotlib.pyplot as plt
-
     models = list(dict.fromkeys(heads["model"]))
     n_heads, n_layers = heads["head"].nunique(), heads["layer"].nunique()
     fig, axes = plt.subplots(1, len(models), figsize=(len(models) * (2.2 + 0.75 * n_heads) + 1.2, 2.0 + 0.6 * n_layers),

@@ -14,8 +14,8 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from helpers.evaluation.zero_shot import average_note, paradigm_mean_interval, paper_ewok_has_context
 from helpers.evaluation.finetune import protocol_note
+from helpers.evaluation.zero_shot import average_note, paradigm_mean_interval, paper_ewok_has_context
 
 ZERO_SHOT = (("blimp", "BLiMP"), ("supplement", "Supp."), ("ewok", "EWoK"))
 PAPER_COLUMNS = {"training_data": "training data", "total_words": "total words", "blimp": "BLiMP",

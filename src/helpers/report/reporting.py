@@ -11,12 +11,19 @@ Helpers whose value a notebook may show as a cell's last expression never show t
 from __future__ import annotations
 
 import datetime as _dt
+import html as _html
 import math
 import numbers
 import platform
 import subprocess
+import sys
+from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import torch
 
 from helpers import __version__
 from helpers.core.artifacts import atomic_path, read_json, write_json, write_text
@@ -80,8 +87,6 @@ def fmt_number(x: Any, digits: int = 4) -> str:
 def _markdown_cells(df, floatfmt: str):
     """A copy of ``df`` ready for tabulate: newlines as <br>, integer columns as text, float columns holding large
     values written with thousands separators (tabulate would otherwise fall back to 1.892e+11)."""
-    import pandas as pd
-
     shown = df.map(lambda v: v.replace("\n", "<br>") if isinstance(v, str) else v)  # keep Markdown rows on one line
     for c in shown.columns:
         col = shown[c]
@@ -130,8 +135,6 @@ def _has_tabulate() -> bool:
 
 def html_table(df, caption: str | None = None) -> str:
     """A readable, self-contained HTML rendering of ``df`` (wrapped text, left-aligned; for long text cells)."""
-    import html as _html
-
     style = ("<style>table.sb{border-collapse:collapse;font-family:sans-serif;font-size:13px}"
              "table.sb td,table.sb th{border:1px solid #ccc;padding:6px;vertical-align:top;text-align:left;"
              "max-width:70ch;white-space:pre-wrap}table.sb th{background:#f3f3f3}"
@@ -166,8 +169,6 @@ def plot_intervals(intervals, order: list[tuple[str, str]] | None = None, chance
     """One panel per task of an interval table (columns kind, model, task, pairs, accuracy, ci_low, ci_high, as
     :func:`helpers.evaluation.zero_shot.interval_table` makes): each model's accuracy with its 95 % interval as an error bar,
     coloured by kind, and the chance level as a dashed line. ``order`` lists (kind, model) from top to bottom."""
-    import matplotlib.pyplot as plt
-
     colours = colours or {"decoder": "tab:blue", "encoder": "tab:orange"}
     order = order or list(dict.fromkeys(zip(intervals["kind"], intervals["model"])))
     tasks = list(dict.fromkeys(intervals["task"]))
@@ -199,8 +200,6 @@ def plot_ours_vs_paper(comparison, intervals=None, ours: str | None = None, chan
     :func:`helpers.evaluation.zero_shot.interval_table` of the encoders) has it, the paper's a diamond; the chance level is
     a dashed line except in the ``no_chance`` panels (GLUE averages tasks whose chance levels differ). Rows are
     labelled "our mix (paper mix)"; a missing paper value is simply absent."""
-    import matplotlib.pyplot as plt
-
     ours = ours or next(c for c in comparison.columns if str(c).startswith("ours"))
     benchmarks = list(dict.fromkeys(comparison["benchmark"]))
     mixes = list(dict.fromkeys(comparison["mix"]))
@@ -261,8 +260,6 @@ def git_revision() -> str:
 def installed_packages(exclude: tuple[str, ...] = ("storybench-helpers",)) -> list[str]:
     """Every installed distribution as ``name==version``, sorted case-insensitively (like ``pip freeze``, read
     from ``importlib.metadata``); the project itself is left out."""
-    from importlib import metadata
-
     seen: dict[str, str] = {}
     skip = {e.lower().replace("_", "-") for e in exclude}
     for dist in metadata.distributions():
@@ -276,8 +273,6 @@ def installed_packages(exclude: tuple[str, ...] = ("storybench-helpers",)) -> li
 def write_requirements_lock(profile: str) -> ReportPath:
     """``reports/<profile>/requirements-lock.txt``: the package versions of this run, for
     ``pip install -r reports/<profile>/requirements-lock.txt`` (then ``pip install -e .``)."""
-    import sys
-
     head = (f"# package versions of the last `./run_all.sh --profile {profile}` (Python {platform.python_version()}, "
             f"{sys.platform}); reinstall with\n#   pip install -r reports/{profile}/requirements-lock.txt && "
             "pip install -e .\n")
@@ -290,8 +285,6 @@ def write_manifest(profile: str, notebook: str, params: dict[str, Any], inputs: 
                    extra: dict | None = None) -> None:
     """Record this notebook's params, git revision, helper version, package versions, CPU and input checksums in
     ``manifest.json``. Returns None, so a notebook ending with this call shows nothing."""
-    import torch
-
     path = reports_dir(profile) / "manifest.json"
     try:
         manifest = read_json(path)

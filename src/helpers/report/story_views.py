@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
+import matplotlib.pyplot as plt
 import numpy as np
 
 from helpers.judge.validity import CORRUPTIONS, VALIDITY_CRITERIA
@@ -24,8 +25,6 @@ def validity_matrix(validity):
 def plot_validity(validity, title: str):
     """Bars of :func:`validity_matrix`'s shares per criterion, one per corruption (``all`` in dark grey), with
     their 95 % intervals and the chance line at 0.5 (a judge that cannot tell real from corrupted endings)."""
-    import matplotlib.pyplot as plt
-
     fig, ax = plt.subplots(figsize=(9, 3.8))
     kinds = [*CORRUPTIONS, "all"]
     width = 0.8 / len(kinds)
@@ -46,8 +45,6 @@ def plot_validity(validity, title: str):
 def plot_themed_grades(graded, models: Sequence[str], prompts_per_suite: Mapping[str, int]):
     """One panel per themed suite: per model, its answers stacked by answer-key grade (success / partial / fail).
     ``graded`` has columns ``suite``, ``model``, ``grade`` (:func:`helpers.story_eval.suites.grade_table`)."""
-    import matplotlib.pyplot as plt
-
     counts = (graded.groupby(["suite", "model", "grade"]).size().unstack("grade")
               .reindex(columns=list(GRADES)).fillna(0))
     fig, axes = plt.subplots(1, len(SUITES), figsize=(4.5 * len(SUITES), 3.6), sharey=False)
@@ -68,8 +65,6 @@ def plot_themed_grades(graded, models: Sequence[str], prompts_per_suite: Mapping
 def plot_instruct_words(instruct_table, prompt_sets: Sequence[str]):
     """One panel per prompt set: per model, the share of required words used beside chance (the words of another
     prompt). ``instruct_table`` is :func:`helpers.story_eval.instruct.instruct_summary` by prompts and model."""
-    import matplotlib.pyplot as plt
-
     fig, axes = plt.subplots(1, len(prompt_sets), figsize=(5.5 * len(prompt_sets), 3.8), sharey=True)
     for ax, set_name in zip(np.atleast_1d(axes), prompt_sets):
         t = instruct_table[instruct_table.prompts == set_name]
@@ -87,8 +82,6 @@ def plot_judge_scores(judge_means, models: Sequence[str], criteria: Sequence[str
     """One panel per decoding (greedy, nucleus, …): per model, the judge's expected grade (1-10) on each validated
     criterion with its 95 % interval (:func:`helpers.judge.validity.grade_interval_table`: columns ``model``,
     ``decoding``, ``<criterion>``, ``<criterion> low``, ``<criterion> high``)."""
-    import matplotlib.pyplot as plt
-
     decodings = list(dict.fromkeys(judge_means["decoding"]))
     fig, axes = plt.subplots(1, len(decodings), figsize=(6 * len(decodings), 3.8), sharey=True, squeeze=False)
     width = 0.8 / len(criteria)

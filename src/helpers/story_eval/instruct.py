@@ -29,6 +29,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+import pandas as pd
+
 from helpers.core.artifacts import read_json
 from helpers.data.budgets import read_corpus
 from helpers.data.corpora import read_text, split_sentences
@@ -255,8 +257,6 @@ def instruct_scores(rows: Iterable[Mapping[str, Any]], baseline_shift: int = 1):
     """Per completion row (``prompt``, ``completion``, plus carried columns): the required words, the share used,
     whether all were used, and a chance baseline — the share of the words of the ``baseline_shift``-th next prompt
     (with words) that this completion happens to use."""
-    import pandas as pd
-
     rows = [dict(r) for r in rows]
     words = [parse_instruct(r["prompt"]).words for r in rows]
     uniq = list(dict.fromkeys(r["prompt"] for r, w in zip(rows, words) if w))

@@ -3,7 +3,8 @@
 (:func:`helpers.story_eval.instruct.build_instruct_document`)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import random
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -70,8 +71,6 @@ def plan_instruct_from_files(run_dir: str | Path, budget: str, p02: dict, train_
     run for that budget (tokenizer, spec, config and the differences found; :func:`helpers.story_eval.instruct.plan_instruct`)
     with its training data replaced by documents of ``train_file`` (``words``: a seeded word budget, by default the
     plain decoder's; :func:`instruct_budget`) and its validation data by documents of ``valid_file``."""
-    from dataclasses import replace
-
     run = plan_instruct(run_dir, budget, p02, seed, 1, **plan_kwargs)
     if words is None:
         words = Ledger(Path(run_dir) / "data" / "ledger.json")[budget].words
@@ -87,8 +86,6 @@ def instruct_file_prompts(valid_file: str | Path, n: int, seed: int):
     """``n`` prompts of the real Instruct validation file that carry a ``Words:`` line (seeded choice), as
     :class:`~helpers.generation.completions.Prompt` objects (``story_id`` = ``valid-<i>``, ending = the story), to score the
     share of required words as with the derived prompts (:func:`helpers.story_eval.instruct.heldout_instruct_prompts`)."""
-    import random
-
     docs = [(i, d) for i, d in enumerate(load_tinystories_instruct(valid_file).documents) if d.words]
     random.Random(seed).shuffle(docs)
     docs = docs[:n]

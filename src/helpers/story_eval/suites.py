@@ -37,11 +37,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+import numpy as np
+import pandas as pd
+import yaml
+
+from helpers.core.stats import mean_interval
 from helpers.data.corpora import read_text
+from helpers.generation.completions import Prompt
 from helpers.models.decoder import context_length
 from helpers.story_eval.folding import _find, ascii_quotes, folded
-from helpers.generation.completions import Prompt
-from helpers.core.stats import mean_interval
 
 SUITES = ("factual", "reasoning", "context-tracking")
 GRADES = ("success", "partial", "fail")
@@ -178,8 +182,6 @@ def load_answer_keys(path: str | Path = ANSWER_KEYS, suites: Sequence[str] = SUI
     """Answer keys per suite, validated: one key per prompt (``id`` = ``suite-<n>``, 1-based), its ``prompt``
     equal to the JSON prompt with ASCII quotes, a non-empty ``success`` list, only known fields, every pattern
     well-formed.  ``prompts`` (suite -> list) replaces the bundled prompt files (tests)."""
-    import yaml
-
     raw = yaml.safe_load(read_text(path))
     if not isinstance(raw, dict):
         raise AnswerKeyError(f"{path}: expected a mapping suite -> list of keys")
@@ -245,8 +247,6 @@ def first_sentence(text: str, max_chars: int = 400) -> str:
 
 def load_eval_prompts(path: str | Path = EVAL_PROMPTS) -> list[str]:
     """The 44 TinyStories evaluation prompts (a YAML list), checksum-verified."""
-    import yaml
-
     prompts = yaml.safe_load(read_text(path))
     if not isinstance(prompts, list) or not all(isinstance(p, str) and p.strip() for p in prompts):
         raise ValueError(f"{path} must hold a YAML list of non-empty prompt strings")
@@ -298,8 +298,6 @@ def themed_prompts(keys: Sequence[AnswerKey]):
 def grade_table(rows: Iterable[Mapping[str, Any]], keys: Sequence[AnswerKey]):
     """Grade completion rows (``story_id`` = key id, ``completion``, ``model``); one row per (model, prompt) with the
     first sentence, the grade, its score (1 / 0.5 / 0) and the matched patterns."""
-    import pandas as pd
-
     by_id = {k.id: k for k in keys}
     out = []
     for r in rows:
@@ -314,8 +312,6 @@ def grade_table(rows: Iterable[Mapping[str, Any]], keys: Sequence[AnswerKey]):
 def grade_summary(graded, confidence: float = 0.95, n_boot: int = 1000, seed: int = 0) -> Any:
     """Per model and suite: counts of success / partial / fail, the mean score (success 1, partial 0.5) and its
     seeded percentile-bootstrap ``confidence`` interval over the prompts (``score CI low`` / ``score CI high``)."""
-    import numpy as np
-    import pandas as pd
 
     counts = graded.pivot_table(index=["model", "suite"], columns="grade", values="id", aggfunc="count", fill_value=0)
     counts = counts.reindex(columns=list(GRADES), fill_value=0)

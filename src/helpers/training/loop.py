@@ -23,10 +23,12 @@ skipping it when it is finished, and the ``torchrun`` command line are in :mod:`
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import math
 import os
 import random
+import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -34,15 +36,17 @@ from typing import Any, Callable
 
 import numpy as np
 import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
 from transformers import GPTNeoForCausalLM
 
-from helpers.models import decoder
 from helpers.core.artifacts import atomic_path, read_json, write_json
 from helpers.core.config import shown_path
-from helpers.data.corpora import PackedBlocks
 from helpers.core.hardware import autocast_context, resolve_precision
-from helpers.training.optim import Lamb  # provided with the encoders
 from helpers.core.progress import progress as progress_bar
+from helpers.data.corpora import PackedBlocks
+from helpers.models import decoder
+from helpers.training.optim import Lamb  # provided with the encoders
 
 
 class TrainingDiverged(RuntimeError):
@@ -161,7 +165,6 @@ def init_distributed() -> Dist:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
         return Dist()
-    import torch.distributed as dist
 
     if not dist.is_initialized():
         backend = "nccl" if torch.cuda.is_available() else "gloo"
@@ -171,8 +174,6 @@ def init_distributed() -> Dist:
 
 def _barrier(d: Dist) -> None:
     if d.world > 1:
-        import torch.distributed as dist
-
         dist.barrier()
 
 
@@ -291,8 +292,6 @@ def train(
         log_path.unlink()
     wrapped = model
     if d.world > 1:
-        from torch.nn.parallel import DistributedDataParallel as DDP
-
         wrapped = DDP(model, device_ids=[d.local_rank] if device.type == "cuda" else None)
     micro = cfg.micro_batch or cfg.batch_size
     per_rank = cfg.batch_size // d.world
@@ -327,8 +326,6 @@ def train(
                 loss_sum += float(loss.detach()) * n
             loss_val = loss_sum / rows  # rows == per_rank except in a long phase (masking.LongPhaseBlocks)
             if d.world > 1:
-                import torch.distributed as dist
-
                 t = torch.tensor([loss_val], device=device)
                 dist.all_reduce(t)
                 loss_val = float(t) / d.world
@@ -424,8 +421,6 @@ def _save_checkpoint(ckpt_dir: Path, model, opt, sched, state, cfg: TrainConfig,
         except (OSError, json.JSONDecodeError, KeyError):
             kept = None
         if kept is not None and kept.exists():
-            import shutil
-
             shutil.rmtree(kept, ignore_errors=True)
             print(f"[replace] {shown_path(ckpt_dir.parent)}: first checkpoint written (step {state['step']}); the previous run "
                   f"kept at {shown_path(kept)} is removed", flush=True)
@@ -434,8 +429,6 @@ def _save_checkpoint(ckpt_dir: Path, model, opt, sched, state, cfg: TrainConfig,
 
 def _save_error(what: str, path: Path, e: BaseException, kept: str) -> OSError:
     """One line for a failed save (disk full, quota, unwritable folder), naming the path and the free space."""
-    import errno
-    import shutil
 
     try:
         free = f"{shutil.disk_usage(path.parent if path.parent.exists() else Path.cwd()).free / 2**20:,.0f} MiB free"

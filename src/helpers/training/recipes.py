@@ -14,8 +14,12 @@
 """
 from __future__ import annotations
 
+import argparse
+import hashlib
 import json
 import os
+import shutil
+import time as _time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -24,13 +28,13 @@ import torch
 
 from helpers.core.artifacts import (fingerprint, read_json, read_jsonl, run_step, sha256_file, write_json,
                         write_jsonl)
-from helpers.data.budgets import Ledger, fmt_words, read_corpus
 from helpers.core.config import load_params, run_dir, shown_path
+from helpers.data.budgets import Ledger, fmt_words, read_corpus
 from helpers.data.corpora import EOT, PackedBlocks, encoder_segments, pack_blocks
-from helpers.models.decoder import FAST_PATH_VERSION, DecoderSpec, build_decoder, regularisation_for_budget, regularisation_for_epochs
-from helpers.models.ltg_bert import LtgBertForMaskedLM, ltg_bert_config
 from helpers.data.masking import LongPhaseBlocks, MaskedBlocks, MaskingConfig, TokenIds, encode_encoder_blocks, mlm_loss
 from helpers.data.tokenizers import encode_stories, load_tokenizer, train_tokenizer
+from helpers.models.decoder import FAST_PATH_VERSION, DecoderSpec, build_decoder, regularisation_for_budget, regularisation_for_epochs
+from helpers.models.ltg_bert import LtgBertForMaskedLM, ltg_bert_config
 from helpers.training.loop import (TrainConfig, TrainingDiverged, TrainResult, _ckpt_step, init_distributed, lm_loss,
                        read_metrics, train)
 
@@ -49,8 +53,6 @@ def encode_blocks(tokenizer, texts: Sequence[str], block: int, max_blocks: int |
 
 def blocks_digest(data: PackedBlocks) -> str:
     """SHA-256 of the packed token ids (what a run was trained on, whatever produced it)."""
-    import hashlib
-
     return hashlib.sha256(data.blocks.numpy().tobytes()).hexdigest()[:16]
 
 
@@ -75,8 +77,6 @@ def train_or_skip(
     output), dropped only once the new run has written its first checkpoint, and moved back if the new run fails
     before that and the old params return. ``extra`` (e.g. the words per source of an encoder's mix) is stored with
     the run."""
-    import shutil
-    import time as _time
 
     out = Path(out_dir)
     fp = fingerprint(spec, asdict(cfg), blocks_digest(train_data), blocks_digest(valid_data), *([extra] if extra else []))
@@ -386,8 +386,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         torchrun --nproc_per_node 4 -m helpers.training.recipes --profile paper [--budgets tiny-5M,tiny-10M]
 
     Reads ``params/<profile>/02_*.yaml``; notebook 02 then finds the finished runs and skips them."""
-    import argparse
-
     ap = argparse.ArgumentParser(prog="python -m helpers.training.recipes", description=main.__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--profile", default="cpu")
