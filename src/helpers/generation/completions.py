@@ -6,7 +6,8 @@
   text up to the end of that word; the *ending* is the rest of the story (for ROUGE against completions).
   The prompt is tokenised on its own, so the prompt/completion boundary is a token boundary: the completion is
   the decoding of the generated ids only, never a character slice of a decoded whole.
-* **Decoding** (:func:`generate`): greedy or nucleus (top-p, temperature), ``k`` completions per prompt.
+* **Decoding** (:func:`generate`): greedy or nucleus (top-p, temperature; the rule itself, :class:`Decoding` and
+  ``sample_next``, is :mod:`helpers.generation.decoding`), ``k`` completions per prompt.
   Prompts are sorted by length and left-padded into batches; each prompt is *prefilled once* and its KV cache
   repeated ``k`` times; decoding stops at ``<|endoftext|>`` or after ``max_new_tokens`` (or the model's context).
   Sampling draws from a generator seeded per batch, so a rerun with the same parameters gives identical text.
