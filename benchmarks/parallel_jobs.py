@@ -29,6 +29,17 @@ from helpers.evaluation.zero_shot import evaluate_saved
 from _common import train_steps
 
 
+def one_process_vs_workers(fn, jobs: dict, threads: int) -> tuple[tuple[dict, float], tuple[dict, float]]:
+    """``(results, seconds)`` of ``jobs`` one after another in this process, then side by side (one worker per thread,
+    no lone tail in the caller)."""
+    t0 = time.perf_counter()
+    seq = run_jobs(fn, jobs, workers=1)
+    t_seq = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    par = run_jobs(fn, jobs, workers=threads, threads=threads, log=lambda _: None, lone_tail_in_caller=False)
+    return (seq, t_seq), (par, time.perf_counter() - t0)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", choices=["encoder", "decoder", "both", "scoring"], default="both")
@@ -55,12 +66,7 @@ def main() -> None:
     print(head)
     for model in models:
         jobs = {f"{model}-{i}": dict(model=model, steps=args.steps, seed=i, precision=precision) for i in range(args.jobs)}
-        t0 = time.perf_counter()
-        seq = run_jobs(train_steps, jobs, workers=1)
-        t_seq = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        par = run_jobs(train_steps, jobs, workers=threads, threads=threads, log=lambda _: None, lone_tail_in_caller=False)
-        t_par = time.perf_counter() - t0
+        (seq, t_seq), (par, t_par) = one_process_vs_workers(train_steps, jobs, threads)
         assert all(abs(seq[k]["loss"] - par[k]["loss"]) < 0.05 for k in jobs), "the same jobs must train alike"
         tokens = sum(r["tokens"] for r in seq.values())
         line = (f"{model:8s} {args.jobs:4d} {args.steps:5d}  {tokens / t_seq:13,.0f} tok/s ({t_seq:5.1f} s)  "
@@ -86,12 +92,7 @@ def scoring(args, threads: int) -> None:
             for name, (folder, kind) in folders.items()}
     print(f"\n{'jobs':>4s} {'pairs/paradigm':>14s}  {'one process, ' + str(threads) + ' threads':>26s}  "
           f"{str(threads) + ' workers, 1 thread each':>26s}  ratio")
-    t0 = time.perf_counter()
-    seq = run_jobs(evaluate_saved, jobs, workers=1)
-    t_seq = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    par = run_jobs(evaluate_saved, jobs, workers=threads, threads=threads, log=lambda _: None, lone_tail_in_caller=False)
-    t_par = time.perf_counter() - t0
+    (seq, t_seq), (par, t_par) = one_process_vs_workers(evaluate_saved, jobs, threads)
     acc = lambda r: 100 * sum(x["correct"] for x in r.rows) / len(r.rows)  # noqa: E731
     assert all(abs(acc(seq[k]) - acc(par[k])) < 1 for k in jobs), "the same models must score alike"
     pairs = sum(len(r.rows) for r in seq.values())
