@@ -195,3 +195,20 @@ def test_ended_flag_tells_eot_from_the_length_cap(tiny_model, decoder_tokenizer)
         assert ended == [[want] * 3]
         rows = list(G.completion_rows(prompts, texts, "m", D.Decoding("nucleus", k=3), 2, ended))
         assert [r["ended"] for r in rows] == [want] * 3
+
+
+def test_completion_reads_the_cache_without_the_deprecation_warning(tiny_model, decoder_tokenizer, real_stories, monkeypatch):
+    """transformers 5.24 renamed the cache to ``cache``; reading ``outputs.past_key_values`` logs a deprecation warning
+    into every notebook's stderr. ``decoder.output_cache`` reads the field the installed version has."""
+    from transformers.utils import generic
+
+    said = []
+    monkeypatch.setattr(generic.logger, "warning_once", lambda msg, *a, **k: said.append(msg))
+    monkeypatch.setattr(generic.logger, "warning", lambda msg, *a, **k: said.append(msg))
+    prompts = G.make_prompts(real_stories, n=2, seed=5)
+    G.complete_prompts(tiny_model, decoder_tokenizer, prompts, D.Decoding("greedy"), max_new_tokens=6, seed=0)
+    G.complete_prompts(tiny_model, decoder_tokenizer, prompts, D.Decoding("nucleus", k=2), max_new_tokens=6, seed=0)
+    assert not [m for m in said if "deprecated" in str(m)], said
+    out = tiny_model(input_ids=torch.tensor([[1, 2, 3]]), use_cache=True)
+    assert decoder.output_cache(out) is not None
+    assert not [m for m in said if "deprecated" in str(m)], said

@@ -31,7 +31,7 @@ from helpers.data.budgets import CorpusEntry
 from helpers.data.corpora import EOT  # the end-of-text token (also completions.EOT)
 from helpers.data.tokenizers import load_tokenizer
 from helpers.generation.decoding import Decoding, sample_next
-from helpers.models.decoder import cache_kwarg, context_length, load_decoder
+from helpers.models.decoder import cache_kwarg, context_length, load_decoder, output_cache
 
 
 # ----------------------------------------------------------------------------- prompts
@@ -157,7 +157,7 @@ def _generate_batch(model, prompts, decoding: Decoding, eot_id: int, max_new: in
     pos = (mask.cumsum(-1) - 1).clamp(min=0)
     ids, mask, pos = ids.to(device), mask.to(device), pos.to(device)
     outputs = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True)
-    cache = outputs.past_key_values
+    cache = output_cache(outputs)
     logits = outputs.logits[:, -1, :]
     if k > 1:
         cache.batch_repeat_interleave(k)
@@ -190,7 +190,7 @@ def _generate_batch(model, prompts, decoding: Decoding, eot_id: int, max_new: in
         last_pos = last_pos + 1
         outputs = model(input_ids=nxt[:, None], attention_mask=mask, position_ids=last_pos[:, None],
                         use_cache=True, **cache_kwarg(model, cache))
-        cache = outputs.past_key_values
+        cache = output_cache(outputs)
         logits = outputs.logits[:, -1, :]
     if not produced:
         return [[] for _ in range(rows)]

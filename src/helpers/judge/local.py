@@ -19,7 +19,7 @@ import transformers
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from transformers import DynamicCache
 
-from helpers.models.decoder import cache_kwarg
+from helpers.models.decoder import cache_kwarg, output_cache
 from helpers.judge.rubric import (
     AGE_LETTERS,
     GRADE_POINTS,
@@ -223,7 +223,7 @@ class LocalJudgeClient(_CachedJudge):
             head_ids = [tok.bos_token_id] + head_ids
         with torch.inference_mode():
             out = self._base()(input_ids=torch.tensor([head_ids]), use_cache=True)
-        plan = {"head": head_ids, "head_kv": _kv_tensors(out.past_key_values), "rows": rows, "reads": reads,
+        plan = {"head": head_ids, "head_kv": _kv_tensors(output_cache(out)), "rows": rows, "reads": reads,
                 "zero": zero, "pad": tok.pad_token_id if tok.pad_token_id is not None else 0}
         self._plans[kind] = plan
         return plan
@@ -242,7 +242,7 @@ class LocalJudgeClient(_CachedJudge):
         with torch.inference_mode():
             base = self._base()
             out = base(input_ids=torch.tensor([s_ids]), use_cache=True, **cache_kwarg(base, _make_cache(plan["head_kv"], 1, model)))
-            kv = _kv_tensors(out.past_key_values)
+            kv = _kv_tensors(output_cache(out))
             rows = plan["rows"]
             width = max(len(r) for r in rows)
             ids = torch.tensor([r + [plan["pad"]] * (width - len(r)) for r in rows])  # right padding: never attended

@@ -29,6 +29,7 @@ function, same distribution of dropout masks, different random draws than HF's e
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import json
@@ -450,6 +451,14 @@ def cache_kwarg(model: torch.nn.Module, cache: Any) -> dict:
     ``past_key_values`` with a warning), else ``{"past_key_values": cache}``: the key-value cache of the next step.
     The signature is read once per model class (this runs at every decoding step)."""
     return {_cache_name(type(model)): cache}
+
+
+def output_cache(outputs: Any) -> Any:
+    """The key-value cache a forward returned: ``outputs.cache`` where the output class has that field
+    (transformers 5.24 on, where reading ``outputs.past_key_values`` still works but logs a deprecation warning),
+    else ``outputs.past_key_values``."""
+    names = {f.name for f in dataclasses.fields(outputs)} if dataclasses.is_dataclass(outputs) else set(outputs.keys())
+    return getattr(outputs, "cache") if "cache" in names else outputs.past_key_values
 
 
 def enable_fast_attention(model: GPTNeoForCausalLM) -> GPTNeoForCausalLM:
