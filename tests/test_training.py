@@ -456,6 +456,20 @@ def test_early_stop_after_the_minimum_keeps_the_best(tmp_path):
     assert res2.steps == 8 and res2.stopped_early == 8
 
 
+def test_early_stop_ends_the_progress_bar_at_100_percent_with_the_reason(tmp_path, monkeypatch, capsys):
+    """Under papermill a bar left at "8/20 [40 %]" reads like a crash: an early stop closes it full, saying why."""
+    from helpers.core import progress as P
+
+    monkeypatch.setenv("STORYBENCH_HEADLESS", "1")
+    monkeypatch.setattr(P, "HEADLESS_INTERVAL", 0.0)  # draw at once (the notebooks' bars wait a minute)
+    tr, va = _one_batch_valid()
+    cfg = W.make_config(steps=20, eval_every=2, save_every=2, stop_patience=2, stop_margin=0.05)
+    losses = [3.0, 2.0, 2.02, 2.1, 5.0, 5.0, 5.0, 5.0, 5.0, 5.0]
+    train(W.make_model(0.0), tr, va, tmp_path, cfg, progress=True, loss_fn=_scripted_valid_loss(losses))
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "100%" in last and "8/8" in last and "stopped early" in last and "best step 4" in last, last
+
+
 def test_no_early_stop_within_the_margin_or_without_patience(tmp_path):
     tr, va = _one_batch_valid()
     flat = [2.0, 1.99, 2.0, 2.01, 2.0, 2.02, 2.0, 2.0, 2.0, 2.0, 2.0]

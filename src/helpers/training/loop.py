@@ -371,6 +371,9 @@ def train(
                 if (cfg.stop_patience is not None and state["evals_since_best"] >= cfg.stop_patience
                         and vloss >= state["best_valid_loss"] + cfg.stop_margin):
                     state["stopped_early"] = end = s  # the loss has clearly passed its minimum: the best model is kept
+                    if bar is not None:  # the bar ends at 100 % with the reason, not at "17 %" as if the run crashed
+                        bar.total = s
+                        bar.set_postfix_str(f"stopped early, best step {state['best_step']}", refresh=False)
             if s % cfg.save_every == 0 or s == end:
                 if d.main:
                     _save_checkpoint(ckpt_dir, model, opt, sched, state, cfg, extra_state)
