@@ -102,14 +102,25 @@ def test_generation_views_draw_bands_panels_and_every_model():
     rng = np.random.default_rng(0)
     per = pd.DataFrame([{"model": m, "prompts": p, **{c: float(rng.random()) for c, _, _ in GV.MEMORISATION_PANELS}}
                         for m in ("a", "b") for p in ("train", "held-out") for _ in range(20)])
+    per["longest_shared_run"] = [int(x) for x in rng.integers(3, 12, len(per))]
     fig = GV.plot_memorisation_histograms(per, 20)
     assert [a.get_title() for a in fig.axes[:4]] == [t for _, t, _ in GV.MEMORISATION_PANELS]
-    assert fig.axes[2].lines[-1].get_xdata()[0] == 20  # the copy threshold
+    assert fig.axes[2].lines[-1].get_xdata()[0] == 20  # the copy threshold, labelled
+    assert [t.get_text() for t in fig.axes[2].get_legend().get_texts()] == ["copy threshold (20 words)"]
+    edges = sorted({round(p.get_x(), 6) for p in fig.axes[2].patches} | {round(p.get_x() + p.get_width(), 6)
+                                                                      for p in fig.axes[2].patches})
+    assert all(float(e) % 1 == 0.5 for e in edges)  # one bar per whole number of words, never split
     plt.close(fig)
 
     pooled = pd.DataFrame([{"model": m, "completions": 300, "ended (%)": 80.0, "ended CI low": 75.0, "ended CI high": 85.0,
                             "loops (%)": 40.0, "loops CI low": 35.0, "loops CI high": 45.0} for m in ("a", "b", "real")])
-    fig = GV.plot_continuation_health(pooled, 256)
+    fig = GV.plot_continuation_health(pooled, 256, context=256, reference="real")
     assert [len(a.patches) for a in fig.axes] == [3, 3]
-    assert "300 each" in fig._suptitle.get_text()
+    assert "300 each" in fig._suptitle.get_text() and "prompt + continuation" in fig._suptitle.get_text()
+    ended, loops = ([c for c in a.containers if type(c).__name__ == "ErrorbarContainer"][0] for a in fig.axes)
+    widths = [[float(np.ptp(seg[:, 0])) if len(seg) else None for seg in c.lines[2][0].get_segments()]
+              for c in (ended, loops)]
+    assert widths[0] == [10.0, 10.0, None]  # the real endings end by construction: no interval drawn
+    assert widths[1] == [10.0, 10.0, 10.0]  # their loops are measured
+    assert any("by construction" in t.get_text() for t in fig.axes[0].texts)
     plt.close(fig)
