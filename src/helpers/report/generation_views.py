@@ -99,7 +99,6 @@ def plot_continuation_health(pooled, max_new_tokens: int, context: int | None = 
         ax.set(title=title, xlabel="% of greedy continuations (95 % Wilson CI)", xlim=(0, 100))
     cap = f"at most {max_new_tokens} new tokens"
     if context is not None:
-        cap = (f"capped at {context} tokens in all (prompt + continuation: the model's context) "
-               f"or {max_new_tokens} new tokens, whichever comes first")
+        cap = f"prompt + continuation ≤ {context} tokens (the model's context), continuation ≤ {max_new_tokens} tokens"
     fig.suptitle(f"Greedy continuations per decoder ({int(pooled.completions.iloc[0])} each)\n{cap}")
     return fig
