@@ -230,6 +230,14 @@ def save_figure(fig, name: str, profile: str, dpi: int = 120, formats: tuple[str
     return ReportPath(written[0])
 
 
+def millions_axis(axis, unit: str = "M") -> None:
+    """Tick labels of a matplotlib ``axis`` (``ax.xaxis``) holding word counts, in millions: ``0``, ``0.5M``,
+    ``1M``, ... (no ``1e6`` offset at the axis' end)."""
+    from matplotlib.ticker import FuncFormatter
+
+    axis.set_major_formatter(FuncFormatter(lambda v, _pos: "0" if v == 0 else f"{v / 1e6:g}{unit}"))
+
+
 def plot_intervals(intervals, order: list[tuple[str, str]] | None = None, chance: float = 50.0,
                    colours: dict[str, str] | None = None, title: str = ""):
     """One panel per task of an interval table (columns kind, model, task, pairs, accuracy, ci_low, ci_high, as
