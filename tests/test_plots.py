@@ -124,3 +124,25 @@ def test_generation_views_draw_bands_panels_and_every_model():
     assert widths[1] == [10.0, 10.0, 10.0]  # their loops are measured
     assert any("by construction" in t.get_text() for t in fig.axes[0].texts)
     plt.close(fig)
+
+
+def test_loss_curves_show_both_y_axes_and_mark_best_checkpoints():
+    import matplotlib.pyplot as plt
+
+    from helpers.training.loop import TrainResult
+
+    def run(losses, best):
+        hist = [{"step": 10 * (i + 1), "split": sp, "loss": v} for i, v in enumerate(losses) for sp in ("train", "valid")]
+        return TrainResult("x", 10 * len(losses), 0, min(losses), best, losses[-1], 1.0, history=hist)
+
+    results = {"a": run([5.0, 4.0, 4.5], 20), "b": run([6.0, 5.0, 4.2], 30)}
+    fig = reporting.plot_loss_curves(results, {"a": "C0", "b": "C1"}, ("train", "valid"), "loss")
+    left, right = fig.axes
+    fig.canvas.draw()
+    assert all(t.get_text() for t in right.get_yticklabels() if t.get_visible())  # numbers on the right panel too
+    assert [t.get_visible() for t in right.get_yticklabels()].count(True) > 1
+    stars = [ln for ln in right.lines if ln.get_marker() == "*" and len(ln.get_xdata())]
+    assert [(float(s.get_xdata()[0]), float(s.get_ydata()[0])) for s in stars] == [(20.0, 4.0), (30.0, 4.2)]
+    assert stars[0].get_markerfacecolor() != "none" and stars[1].get_markerfacecolor() == "none"  # b: best is last
+    assert not [ln for ln in left.lines if ln.get_marker() == "*"]
+    plt.close(fig)

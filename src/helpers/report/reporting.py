@@ -238,6 +238,35 @@ def millions_axis(axis, unit: str = "M") -> None:
     axis.set_major_formatter(FuncFormatter(lambda v, _pos: "0" if v == 0 else f"{v / 1e6:g}{unit}"))
 
 
+def plot_loss_curves(results: dict, colours: dict, titles: tuple[str, str], ylabel: str, legend_title: str | None = None,
+                     figsize: tuple[float, float] = (12, 4)):
+    """Training (left) and validation (right) loss against the optimizer step, one line per run, from
+    ``{name: TrainResult}`` (its ``history`` rows ``step``/``split``/``loss`` and its ``best_step``). The panels share
+    the y axis and both show its tick labels; each run's best checkpoint (the lowest validation loss, the one that
+    is kept) is marked with a star on its validation curve, a hollow star when it is the last evaluation (the loss
+    was still falling)."""
+    fig, axes = plt.subplots(1, 2, figsize=figsize, sharey=True, layout="constrained")
+    for name, res in results.items():
+        h = pd.DataFrame(res.history)
+        for ax, split in zip(axes, ["train", "valid"]):
+            part = h[h.split == split]
+            ax.plot(part.step, part.loss, label=name, color=colours[name])
+        valid = h[h.split == "valid"]
+        best = valid[valid.step == res.best_step]
+        if len(best):
+            last = int(res.best_step) == int(valid.step.max())
+            axes[1].plot(best.step, best.loss, marker="*", ms=13, ls="none", color=colours[name],
+                         markerfacecolor="none" if last else colours[name], markeredgewidth=1.3, zorder=5)
+    for ax, title in zip(axes, titles):
+        ax.set(title=title, xlabel="optimizer step", ylabel=ylabel)
+        ax.tick_params(labelleft=True)  # sharey hides the right panel's numbers otherwise
+    axes[1].plot([], [], marker="*", ms=11, ls="none", color="grey", label="best checkpoint (kept)")
+    axes[1].plot([], [], marker="*", ms=11, ls="none", color="grey", markerfacecolor="none",
+                 label="best = last evaluation (still falling)")
+    axes[1].legend(title=legend_title, fontsize=8)
+    return fig
+
+
 def plot_intervals(intervals, order: list[tuple[str, str]] | None = None, chance: float = 50.0,
                    colours: dict[str, str] | None = None, title: str = ""):
     """One panel per task of an interval table (columns kind, model, task, pairs, accuracy, ci_low, ci_high, as
