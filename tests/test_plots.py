@@ -146,3 +146,50 @@ def test_loss_curves_show_both_y_axes_and_mark_best_checkpoints():
     assert stars[0].get_markerfacecolor() != "none" and stars[1].get_markerfacecolor() == "none"  # b: best is last
     assert not [ln for ln in left.lines if ln.get_marker() == "*"]
     plt.close(fig)
+
+
+def test_interpret_views_readable_labels_data_range_and_distinct_class_colours():
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import to_rgb
+
+    from helpers.analysis import lexicon
+    from helpers.report import interpret_views as V
+
+    assert V.tick_fontsize(40, 6.4) >= 8 and V.tick_fontsize(1000, 1) == 4.0  # readable, within bounds
+    att = np.tril(np.ones((2, 2, 40, 40)))
+    fig = V.plot_attention_grid(att / att.sum(-1, keepdims=True), [f"t{i}" for i in range(40)], ["global", "local"], n=40)
+    assert min(t.get_fontsize() for t in fig.axes[0].get_yticklabels()) >= 8
+    plt.close(fig)
+
+    heads = pd.DataFrame([{"model": m, "layer": li, "head": h, "layer type": "global",
+                           "r (lower triangle)": r * (1 if m == "a" else 0.5)}
+                          for m in ("a", "b") for li in (0, 1) for h, r in enumerate((-0.3, 0.1, 0.6))])
+    fig = V.plot_correlation_grid(heads, 0.5)
+    assert fig.axes[0].images[0].get_clim() == (-0.6, 0.6)  # symmetric, spanning the data, not ±1
+    assert "P is a positional head" in fig._suptitle.get_text()
+    assert sum(t.get_text().endswith("\nP") for t in fig.axes[0].texts) == 2
+    plt.close(fig)
+
+    colours = [to_rgb(V.CLASS_COLOURS[c]) for c in lexicon.CLASSES]
+    assert len(set(colours)) == len(lexicon.CLASSES)
+    gaps = [np.abs(np.subtract(a, b)).sum() for i, a in enumerate(colours) for b in colours[i + 1:]]
+    assert min(gaps) > 0.25  # no two classes in near shades
+    rows = [{"model": "m", "top tokens": mode, "layer": layer, **{c: 1 / len(lexicon.CLASSES) for c in lexicon.CLASSES}}
+            for mode in ("all", "distinct") for layer in ("0", "1", "base rate")]
+    fig = V.plot_class_shares(pd.DataFrame(rows), lexicon.CLASSES, 20)
+    assert len(fig.axes[0].patches) == 3 * len(lexicon.CLASSES)
+    assert to_rgb(fig.axes[0].patches[0].get_facecolor()) == colours[0]
+    plt.close(fig)
+
+
+def test_millions_axis_has_no_offset():
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    ax.plot([0, 1_200_000], [0, 1])
+    reporting.millions_axis(ax.xaxis)
+    fig.canvas.draw()
+    labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    assert "0" in labels and "1M" in labels and any(lab.endswith("M") and "." in lab for lab in labels)
+    assert ax.xaxis.get_offset_text().get_text() == ""  # no "1e6" at the axis' end
+    plt.close(fig)

@@ -25,6 +25,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import pandas as pd
 import torch
+from matplotlib.ticker import FuncFormatter
 
 from helpers import __version__
 from helpers.core.artifacts import atomic_path, read_json, write_json, write_text
@@ -233,8 +234,6 @@ def save_figure(fig, name: str, profile: str, dpi: int = 120, formats: tuple[str
 def millions_axis(axis, unit: str = "M") -> None:
     """Tick labels of a matplotlib ``axis`` (``ax.xaxis``) holding word counts, in millions: ``0``, ``0.5M``,
     ``1M``, ... (no ``1e6`` offset at the axis' end)."""
-    from matplotlib.ticker import FuncFormatter
-
     axis.set_major_formatter(FuncFormatter(lambda v, _pos: "0" if v == 0 else f"{v / 1e6:g}{unit}"))
 
 
