@@ -19,6 +19,19 @@ def test_nested_prefix_and_whole_stories():
     assert budgets.nested_budgets(texts, [20], seed=2) != {20: got[20]}
 
 
+def test_in_budget_order_is_the_order_the_budgets_take_stories():
+    texts = [f"s{i} " + " ".join(["w"] * n) for i, n in enumerate([5, 3, 8, 2, 7, 4, 6, 1, 9, 2])]
+    ordered = budgets.in_budget_order(texts, seed=1)
+    assert sorted(ordered) == sorted(texts) and ordered != texts  # a permutation, not file order
+    for idx in budgets.nested_budgets(texts, [10, 20, 30], seed=1).values():
+        assert [texts[i] for i in idx] == ordered[: len(idx)]
+    nested, held = budgets.plan_budgets(texts, [10, 40], seed=1, heldout_max_words=6, full_budget=40)
+    assert [texts[i] for i in nested[40] + held] == ordered  # the full budget's pool, then its held-out reserve
+    docs = [Document("a" if i % 2 else "b", "x " * (i + 1)) for i in range(12)]
+    sample = budgets.sample_documents(docs, 30, seed=3)
+    assert budgets.in_budget_order(docs, 3)[: len(sample)] == sample  # BabyLM documents likewise
+
+
 def test_budget_too_large():
     with pytest.raises(budgets.BudgetError, match="exceeds the 6 words available"):
         budgets.nested_budgets(["a b c", "d e f"], [7], seed=0)

@@ -224,3 +224,18 @@ def test_seed_replicates_reads_the_gap_against_the_intervals():
     close = findings.seed_replicates(df, {"n": "m"})[0]  # 1.9 apart: the intervals overlap
     assert "within the item intervals" in close
     assert "not scored" in findings.seed_replicates(df, {"x": "m"})[0]
+
+
+def test_encoder_training_best_at_last_step_and_gen_effect_against_seed_gap():
+    t = pd.DataFrame({"mix": ["b+t", "b+t (seed 7)", "b+t+gen-n1", "b+t+gen-n1 (balanced)", "x+gen-n1"],
+                      "steps": [600] * 5, "best step": [600] * 5,
+                      "MLM acc (stories)": [0.30, 0.31, 0.305, 0.33, 0.2], "MLM acc (BabyLM)": [0.20, 0.19, 0.201, 0.25, 0.1]})
+    s = findings.encoder_training(t)
+    assert s[0].startswith("best checkpoint = the last step (600) for all 5 encoders")
+    assert s[1].startswith("adding gen-n1 to b+t: MLM accuracy +0.005 on stories, +0.001 on BabyLM")
+    assert "+0.010 and -0.010" in s[1] and s[1].endswith("not distinguishable from run-to-run noise")
+    assert s[2].startswith("adding gen-n1 (balanced) to b+t") and s[2].endswith("larger than the seed gap in both domains")
+    assert len(s) == 3  # x+gen-n1 has no base mix in the table
+    early = findings.encoder_training(t.assign(**{"best step": [450, 600, 600, 600, 600]}).iloc[[0, 2]])
+    assert early[0] == "best checkpoint = the last step for 1 of 2 encoders (still improving); earlier for b+t (step 450 of 600)"
+    assert "no seed twin" in early[1]

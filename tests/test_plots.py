@@ -102,14 +102,94 @@ def test_generation_views_draw_bands_panels_and_every_model():
     rng = np.random.default_rng(0)
     per = pd.DataFrame([{"model": m, "prompts": p, **{c: float(rng.random()) for c, _, _ in GV.MEMORISATION_PANELS}}
                         for m in ("a", "b") for p in ("train", "held-out") for _ in range(20)])
+    per["longest_shared_run"] = [int(x) for x in rng.integers(3, 12, len(per))]
     fig = GV.plot_memorisation_histograms(per, 20)
     assert [a.get_title() for a in fig.axes[:4]] == [t for _, t, _ in GV.MEMORISATION_PANELS]
-    assert fig.axes[2].lines[-1].get_xdata()[0] == 20  # the copy threshold
+    assert fig.axes[2].lines[-1].get_xdata()[0] == 20  # the copy threshold, labelled
+    assert [t.get_text() for t in fig.axes[2].get_legend().get_texts()] == ["copy threshold (20 words)"]
+    edges = sorted({round(p.get_x(), 6) for p in fig.axes[2].patches} | {round(p.get_x() + p.get_width(), 6)
+                                                                      for p in fig.axes[2].patches})
+    assert all(float(e) % 1 == 0.5 for e in edges)  # one bar per whole number of words, never split
     plt.close(fig)
 
     pooled = pd.DataFrame([{"model": m, "completions": 300, "ended (%)": 80.0, "ended CI low": 75.0, "ended CI high": 85.0,
                             "loops (%)": 40.0, "loops CI low": 35.0, "loops CI high": 45.0} for m in ("a", "b", "real")])
-    fig = GV.plot_continuation_health(pooled, 256)
+    fig = GV.plot_continuation_health(pooled, 256, context=256, reference="real")
     assert [len(a.patches) for a in fig.axes] == [3, 3]
-    assert "300 each" in fig._suptitle.get_text()
+    assert "300 each" in fig._suptitle.get_text() and "prompt + continuation" in fig._suptitle.get_text()
+    ended, loops = ([c for c in a.containers if type(c).__name__ == "ErrorbarContainer"][0] for a in fig.axes)
+    widths = [[float(np.ptp(seg[:, 0])) if len(seg) else None for seg in c.lines[2][0].get_segments()]
+              for c in (ended, loops)]
+    assert widths[0] == [10.0, 10.0, None]  # the real endings end by construction: no interval drawn
+    assert widths[1] == [10.0, 10.0, 10.0]  # their loops are measured
+    assert any("by construction" in t.get_text() for t in fig.axes[0].texts)
+    plt.close(fig)
+
+
+def test_loss_curves_show_both_y_axes_and_mark_best_checkpoints():
+    import matplotlib.pyplot as plt
+
+    from helpers.training.loop import TrainResult
+
+    def run(losses, best):
+        hist = [{"step": 10 * (i + 1), "split": sp, "loss": v} for i, v in enumerate(losses) for sp in ("train", "valid")]
+        return TrainResult("x", 10 * len(losses), 0, min(losses), best, losses[-1], 1.0, history=hist)
+
+    results = {"a": run([5.0, 4.0, 4.5], 20), "b": run([6.0, 5.0, 4.2], 30)}
+    fig = reporting.plot_loss_curves(results, {"a": "C0", "b": "C1"}, ("train", "valid"), "loss")
+    left, right = fig.axes
+    fig.canvas.draw()
+    assert all(t.get_text() for t in right.get_yticklabels() if t.get_visible())  # numbers on the right panel too
+    assert [t.get_visible() for t in right.get_yticklabels()].count(True) > 1
+    stars = [ln for ln in right.lines if ln.get_marker() == "*" and len(ln.get_xdata())]
+    assert [(float(s.get_xdata()[0]), float(s.get_ydata()[0])) for s in stars] == [(20.0, 4.0), (30.0, 4.2)]
+    assert stars[0].get_markerfacecolor() != "none" and stars[1].get_markerfacecolor() == "none"  # b: best is last
+    assert not [ln for ln in left.lines if ln.get_marker() == "*"]
+    plt.close(fig)
+
+
+def test_interpret_views_readable_labels_data_range_and_distinct_class_colours():
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import to_rgb
+
+    from helpers.analysis import lexicon
+    from helpers.report import interpret_views as V
+
+    assert V.tick_fontsize(40, 6.4) >= 8 and V.tick_fontsize(1000, 1) == 4.0  # readable, within bounds
+    att = np.tril(np.ones((2, 2, 40, 40)))
+    fig = V.plot_attention_grid(att / att.sum(-1, keepdims=True), [f"t{i}" for i in range(40)], ["global", "local"], n=40)
+    assert min(t.get_fontsize() for t in fig.axes[0].get_yticklabels()) >= 8
+    plt.close(fig)
+
+    heads = pd.DataFrame([{"model": m, "layer": li, "head": h, "layer type": "global",
+                           "r (lower triangle)": r * (1 if m == "a" else 0.5)}
+                          for m in ("a", "b") for li in (0, 1) for h, r in enumerate((-0.3, 0.1, 0.6))])
+    fig = V.plot_correlation_grid(heads, 0.5)
+    assert fig.axes[0].images[0].get_clim() == (-0.6, 0.6)  # symmetric, spanning the data, not ±1
+    assert "P is a positional head" in fig._suptitle.get_text()
+    assert sum(t.get_text().endswith("\nP") for t in fig.axes[0].texts) == 2
+    plt.close(fig)
+
+    colours = [to_rgb(V.CLASS_COLOURS[c]) for c in lexicon.CLASSES]
+    assert len(set(colours)) == len(lexicon.CLASSES)
+    gaps = [np.abs(np.subtract(a, b)).sum() for i, a in enumerate(colours) for b in colours[i + 1:]]
+    assert min(gaps) > 0.25  # no two classes in near shades
+    rows = [{"model": "m", "top tokens": mode, "layer": layer, **{c: 1 / len(lexicon.CLASSES) for c in lexicon.CLASSES}}
+            for mode in ("all", "distinct") for layer in ("0", "1", "base rate")]
+    fig = V.plot_class_shares(pd.DataFrame(rows), lexicon.CLASSES, 20)
+    assert len(fig.axes[0].patches) == 3 * len(lexicon.CLASSES)
+    assert to_rgb(fig.axes[0].patches[0].get_facecolor()) == colours[0]
+    plt.close(fig)
+
+
+def test_millions_axis_has_no_offset():
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    ax.plot([0, 1_200_000], [0, 1])
+    reporting.millions_axis(ax.xaxis)
+    fig.canvas.draw()
+    labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    assert "0" in labels and "1M" in labels and any(lab.endswith("M") and "." in lab for lab in labels)
+    assert ax.xaxis.get_offset_text().get_text() == ""  # no "1e6" at the axis' end
     plt.close(fig)

@@ -174,6 +174,52 @@ def test_save_table_never_writes_scientific_notation(reports):
     assert pd.read_csv(out)["budget_flops"].iloc[0] == 1.89247e11  # the CSV keeps full precision
 
 
+def _md_rows(path: Path) -> list[list[str]]:
+    """The cells of a Markdown table, split on unescaped pipes."""
+    rows = []
+    for line in path.read_text().splitlines():
+        if line.startswith("|"):
+            rows.append([c.strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]])
+    return rows
+
+
+def test_save_table_escapes_pipes_and_writes_whole_floats_as_integers(reports):
+    import math
+
+    import pandas as pd
+
+    from helpers.report import reporting
+
+    df = pd.DataFrame({"|D_baby|": [1.0, 2.0], "epochs": [13.09, 13.1], "median words": [88.0, 90.0],
+                       "loss": [0.2353, 0.24], "note": ["a|b", "plain"], "heads": [float("nan"), 16.0]})
+    out = reporting.save_table(df, "pipes", "smoke")
+    header, rule, first, second = _md_rows(reports / "tables" / "pipes.md")
+    assert len(header) == len(rule) == len(first) == len(second) == 6  # no pipe split a cell
+    assert header[0] == "\\|D_baby\\|" and first[4] == "a\\|b"
+    assert first[0] == "1" and first[2] == "88" and second[2] == "90"  # counts stored as floats
+    assert first[1] == "13.09" and second[1] == "13.10"  # one number of decimals per column, the fewest needed
+    assert first[3] == "0.2353" and second[3] == "0.2400"
+    assert first[5] == "" and second[5] == "16"  # NaN is blank
+    assert rule[0].endswith(":") and not rule[4].endswith(":")  # numbers right-aligned, text left
+    back = pd.read_csv(out)  # the CSV keeps the raw header, the raw text and full precision
+    assert list(back.columns) == list(df.columns) and back["note"][0] == "a|b"
+    assert back["epochs"][1] == 13.1 and back["loss"][1] == 0.24 and math.isnan(back["heads"][0])
+
+
+def test_save_table_fixed_format_caps_decimals_and_mixed_columns(reports):
+    import pandas as pd
+
+    from helpers.report import reporting
+
+    df = pd.DataFrame({"acc": [50.0, 62.345], "mixed": ["10M", 12.5], "n": [3, 4]})
+    reporting.save_table(df, "fixed", "smoke", floatfmt=".1f")
+    _, _, first, second = _md_rows(reports / "tables" / "fixed.md")
+    assert (first[0], second[0]) == ("50.0", "62.3")  # at most the format's decimals
+    assert (first[1], second[1]) == ("10M", "12.5") and (first[2], second[2]) == ("3", "4")
+    reporting.save_table(pd.DataFrame({"x": [0.123456, 7.0]}), "general", "smoke", floatfmt=".4g")
+    assert [r[0] for r in _md_rows(reports / "tables" / "general.md")[2:]] == ["0.1235", "7"]
+
+
 def test_write_manifest_returns_none_and_records_packages(reports):
     from helpers.report import reporting
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Sequence, TypeVar
 
 import pandas as pd
 
@@ -25,6 +25,7 @@ from helpers.data.corpora import Document, count_words
 FORMAT_VERSION = 2
 PAPER_BUDGETS = [5_000_000, 10_000_000, 25_000_000, 50_000_000, 75_000_000, 100_000_000, 440_000_000]
 TRACKS = {"strict-small": 10_000_000, "strict": 100_000_000}
+T = TypeVar("T")
 
 
 class BudgetError(ValueError):
@@ -46,6 +47,14 @@ def shuffled_order(n: int, seed: int) -> list[int]:
     order = list(range(n))
     random.Random(seed).shuffle(order)
     return order
+
+
+def in_budget_order(items: Sequence[T], seed: int) -> list[T]:
+    """``items`` (stories or documents) in the order the budgets take them: the seeded shuffle of
+    :func:`shuffled_order`. Every nested budget is a prefix of it, and so is the pool of a "full" budget (its
+    held-out reserve comes from the end); a curve over a corpus "as the budgets grow" (e.g. vocabulary growth) reads
+    the items in this order, not in file order."""
+    return [items[i] for i in shuffled_order(len(items), seed)]
 
 
 def take_prefix(word_counts: Sequence[int], order: Sequence[int], budget: int) -> list[int]:

@@ -7,6 +7,7 @@ overlap; single runs without an interval are compared against a stated noise lev
 """
 from __future__ import annotations
 
+import re
 from typing import Mapping, Sequence
 
 import pandas as pd
@@ -181,6 +182,53 @@ def encoders(table: pd.DataFrame, valid_blocks: int | None = None) -> list[str]:
     blocks = f"{valid_blocks} validation blocks" if valid_blocks else "the validation blocks"
     out.append(f"single runs with one seed: MLM accuracies are measured on {blocks} per domain, without an "
                "interval; BLiMP with intervals follows in notebook 05")
+    return out
+
+
+def encoder_training(table: pd.DataFrame) -> list[str]:
+    """Notebook 04, from its table (columns mix, steps, "best step", "MLM acc (stories)", "MLM acc (BabyLM)"):
+    whether each encoder's best checkpoint is its last step (the validation loss was still falling: under-trained),
+    and, for each mix that adds generated data (``<base>+gen-…``), its change in MLM accuracy against ``<base>``
+    next to the seed gap (``<base> (seed N)`` against ``<base>``), the run-to-run noise of one mix."""
+    out = []
+    at_end = table[table["best step"] >= table["steps"]]
+    if len(at_end) == len(table):
+        steps = sorted({int(x) for x in table["steps"]})
+        out.append(f"best checkpoint = the last step ({', '.join(map(str, steps))}) for all {len(table)} encoders: the "
+                   "validation loss was still falling when training stopped, so every encoder is under-trained here and "
+                   "the comparisons are between unfinished runs")
+    else:
+        early = table[table["best step"] < table["steps"]]
+        out.append(f"best checkpoint = the last step for {len(at_end)} of {len(table)} encoders (still improving); "
+                   "earlier for " + ", ".join(f"{r.mix} (step {int(r['best step'])} of {int(r.steps)})"
+                                             for _, r in early.iterrows()))
+    acc = table.set_index("mix")[["MLM acc (stories)", "MLM acc (BabyLM)"]]
+    twins = {}
+    for mix in acc.index:
+        m = re.fullmatch(r"(.+) \(seed (\d+)\)", mix)
+        if m and m.group(1) in acc.index:
+            twins[m.group(1)] = mix
+    for mix in acc.index:
+        if "+gen-" not in mix:
+            continue
+        base = mix.split("+gen-")[0]
+        if base not in acc.index:
+            continue
+        effect = acc.loc[mix] - acc.loc[base]
+        line = (f"adding {mix[len(base) + 1:]} to {base}: MLM accuracy {effect.iloc[0]:+.3f} on stories, "
+                f"{effect.iloc[1]:+.3f} on BabyLM")
+        if base in twins:
+            gap = acc.loc[twins[base]] - acc.loc[base]
+            within = [abs(e) <= abs(g) for e, g in zip(effect, gap)]
+            verdict = ("within the seed gap in both domains: not distinguishable from run-to-run noise" if all(within)
+                       else "larger than the seed gap in both domains" if not any(within)
+                       else "within the seed gap in one domain, larger in the other")
+            line += (f"; the seed gap ({twins[base]} vs {base}, one rerun: a rough noise level) is "
+                     f"{gap.iloc[0]:+.3f} and {gap.iloc[1]:+.3f}: "
+                     f"{verdict}")
+        else:
+            line += " (no seed twin of the base mix in this run: no noise level to compare with)"
+        out.append(line)
     return out
 
 

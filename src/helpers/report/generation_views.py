@@ -6,7 +6,9 @@ from __future__ import annotations
 from typing import Mapping
 
 import matplotlib.pyplot as plt
+import numpy as np
 import seaborn as sns
+from matplotlib.ticker import MaxNLocator
 
 # (column of the per-completion table, panel title, x label) of the memorisation histograms
 MEMORISATION_PANELS = (
@@ -32,34 +34,71 @@ def plot_self_bleu(selfbleu, chosen: Mapping[str, int | None], top_p: float, n_p
     return fig
 
 
+def _integer_bins(values) -> np.ndarray:
+    """Histogram edges one unit apart, centred on the integers (a count of words gets one bar per value)."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    lo, hi = (int(v.min()), int(v.max())) if len(v) else (0, 1)
+    return np.arange(lo - 0.5, hi + 1.5, 1.0)
+
+
 def plot_memorisation_histograms(per_completion, copy_min_words: int):
     """Four histograms (density per model) of the completions of training-story prompts: ROUGE-2 against the
     original ending, against the model's other completions, against the training stories, and the longest run
-    of words shared with a training story (dashed: ``copy_min_words``, the copy threshold)."""
+    of words shared with a training story (one bar per whole number of words; dashed and labelled:
+    ``copy_min_words``, the copy threshold)."""
 
     fig, axes = plt.subplots(2, 2, figsize=(13, 8), layout="constrained")  # x labels clear of the lower titles
     axes = axes.ravel()
     train = per_completion[per_completion.prompts == "train"]
     for ax, (col, title, xlabel) in zip(axes, MEMORISATION_PANELS):
-        sns.histplot(data=train, x=col, hue="model", element="step", stat="density", common_norm=False, bins=30,
+        bins = _integer_bins(np.append(train[col].to_numpy(float), copy_min_words)) if xlabel == "words" else 30
+        sns.histplot(data=train, x=col, hue="model", element="step", stat="density", common_norm=False, bins=bins,
                      ax=ax, legend=ax is axes[0])
         ax.set(title=title, xlabel=xlabel)
-    axes[2].axvline(copy_min_words, color="k", ls="--", lw=1)
+    runs = axes[2]
+    runs.axvline(copy_min_words, color="k", ls="--", lw=1, label=f"copy threshold ({copy_min_words} words)")
+    runs.xaxis.set_major_locator(MaxNLocator(integer=True))
+    runs.legend(loc="upper right")
     fig.suptitle("Completions of training-story prompts (cf. Rathod et al. 2024, Figures 11 and 18)")
     return fig
 
 
-def plot_continuation_health(pooled, max_new_tokens: int):
+def plot_continuation_health(pooled, max_new_tokens: int, context: int | None = None,
+                             reference: str = "original endings"):
     """Two bar panels per model (rows of :func:`helpers.diversity.continuation_health.continuation_health` with ``model``,
     ``completions``, ``ended (%)``/``loops (%)`` and their ``CI low``/``CI high``): the share of greedy
-    continuations that ended with end-of-text before the cap, and the share that contain a repeated 6-word run."""
+    continuations that ended with end-of-text before the cap, and the share that contain a repeated 6-word run.
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.5), sharey=True, layout="constrained")  # suptitle clear of the panel titles
+    The ``reference`` row (the stories' real endings) is drawn grey and hatched: its loop share is measured (with
+    its interval), its "ended" share is 100 % by construction, drawn without an interval and labelled so. The cap
+    is :func:`helpers.generation.completions.generate`'s: ``max_new_tokens`` new tokens, fewer where prompt +
+    continuation would pass the model's ``context`` (which counts the prompt: a batch gets at most ``context``
+    minus its longest prompt)."""
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), sharey=True, layout="constrained")  # suptitle clear of the panel titles
+    is_ref = (pooled.model == reference).to_numpy()
+    colours = sns.color_palette("viridis", int((~is_ref).sum()))
+    colours = [(0.6, 0.6, 0.6) if r else colours.pop(0) for r in is_ref]
     for ax, key, title in [(axes[0], "ended", "ended with <|endoftext|> before the cap"),
                            (axes[1], "loops", "contain a repeated 6-word run")]:
-        value = pooled[f"{key} (%)"]
-        ax.barh(pooled.model, value, xerr=[value - pooled[f"{key} CI low"], pooled[f"{key} CI high"] - value],
-                color=sns.color_palette("viridis", len(pooled)), capsize=3)
-        ax.set(title=title, xlabel="% of greedy continuations (95 % CI)", xlim=(0, 100))
-    fig.suptitle(f"Greedy continuations per decoder ({int(pooled.completions.iloc[0])} each, max {max_new_tokens} new tokens)")
+        value = pooled[f"{key} (%)"].to_numpy(float)
+        low = value - pooled[f"{key} CI low"].to_numpy(float)
+        high = pooled[f"{key} CI high"].to_numpy(float) - value
+        if key == "ended":  # the real endings end by construction: nothing measured, no interval
+            low, high = np.where(is_ref, np.nan, low), np.where(is_ref, np.nan, high)
+        bars = ax.barh(pooled.model, value, xerr=[low, high], color=colours, capsize=3)
+        for bar, r in zip(bars.patches, is_ref):
+            if r:
+                bar.set_hatch("//")
+                bar.set_edgecolor("white")
+        if key == "ended" and is_ref.any():
+            y = int(np.flatnonzero(is_ref)[0])
+            ax.text(2, y, f"{reference}: 100 % by construction (no interval)", va="center", ha="left", fontsize=9,
+                    bbox=dict(facecolor="white", alpha=0.85, linewidth=0))
+        ax.set(title=title, xlabel="% of greedy continuations (95 % Wilson CI)", xlim=(0, 100))
+    cap = f"at most {max_new_tokens} new tokens"
+    if context is not None:
+        cap = f"prompt + continuation ≤ {context} tokens (the model's context), continuation ≤ {max_new_tokens} tokens"
+    fig.suptitle(f"Greedy continuations per decoder ({int(pooled.completions.iloc[0])} each)\n{cap}")
     return fig

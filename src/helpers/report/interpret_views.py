@@ -53,6 +53,12 @@ def html_page(parts: Sequence[str], title: str = "") -> str:
 
 # ----------------------------------------------------------------------------- figures
 
+def tick_fontsize(n: int, inches: float, lo: float = 4.0, hi: float = 10.0) -> float:
+    """A font size (points) for ``n`` tick labels side by side along ``inches``: 80 % of the room each label has
+    (72 points to the inch), kept within [``lo``, ``hi``]."""
+    return float(max(lo, min(hi, 0.8 * 72 * inches / max(n, 1))))
+
+
 def plot_attention_grid(att: np.ndarray, labels: Sequence[str], types: Sequence[str], title: str = "", n: int | None = None):
     """Heat maps of every layer (rows) × head (columns) of one story's attention ``[L, H, T, T]``, the first ``n``
     tokens, with token labels (queries down, keys across). Colour: attention weight, square-root scale."""
@@ -60,9 +66,9 @@ def plot_attention_grid(att: np.ndarray, labels: Sequence[str], types: Sequence[
     L, H, T, _ = att.shape
     n = min(n or T, T)
     labels = list(labels)[:n]
-    size = max(2.6, min(4.0, 0.11 * n))
-    fig, axes = plt.subplots(L, H, figsize=(size * H + 1, size * L + 0.6), squeeze=False, layout="constrained")
-    fs = max(3.0, min(7.0, 220 / max(n, 1)))
+    size = max(3.0, min(6.5, 0.16 * n))  # inches per panel: room for a readable label per token
+    fig, axes = plt.subplots(L, H, figsize=(size * H + 1.5, size * L + 1.0), squeeze=False, layout="constrained")
+    fs = tick_fontsize(n, size)
     im = None
     for layer in range(L):
         for h in range(H):
@@ -73,28 +79,34 @@ def plot_attention_grid(att: np.ndarray, labels: Sequence[str], types: Sequence[
             ax.set_yticks(range(n))
             ax.set_xticklabels(labels if layer == L - 1 else [], rotation=90, fontsize=fs)
             ax.set_yticklabels(labels if h == 0 else [], fontsize=fs)
-            ax.tick_params(length=0)
+            ax.tick_params(length=0, pad=1)
             ax.grid(False)
-            ax.set_title(f"layer {layer} ({types[layer]}) · head {h}", fontsize=8)
+            ax.set_title(f"layer {layer} ({types[layer]}) · head {h}", fontsize=11)
     fig.colorbar(im, ax=axes, shrink=0.6, label="attention weight (√ scale)")
     if title:
-        fig.suptitle(title)
+        fig.suptitle(title, fontsize=16)
     return fig
 
 
 def plot_correlation_grid(heads: "pd.DataFrame", threshold: float = 0.5):  # noqa: F821
-    """r (lower triangle) per layer × head, one panel per model; cells with |r| > threshold are marked P."""
+    """r (lower triangle) per layer × head, one panel per model; cells with |r| > threshold are marked P (a
+    positional head). The colour scale is symmetric around 0 and spans the data (±max |r|), not ±1, so that small
+    correlations are not washed out; the colour bar says so."""
     models = list(dict.fromkeys(heads["model"]))
     n_heads, n_layers = heads["head"].nunique(), heads["layer"].nunique()
     fig, axes = plt.subplots(1, len(models), figsize=(len(models) * (2.2 + 0.75 * n_heads) + 1.2, 2.0 + 0.6 * n_layers),
                              squeeze=False, layout="constrained")
+    r = heads["r (lower triangle)"].to_numpy(float)
+    vmax = float(np.nanmax(np.abs(r))) if np.isfinite(r).any() else 1.0
+    vmax = vmax if vmax > 0 else 1.0
     im = None
     for ax, m in zip(axes[0], models):
         g = heads[heads["model"] == m]
         piv = g.pivot(index="layer", columns="head", values="r (lower triangle)")
-        im = ax.imshow(piv.values, cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto")
+        im = ax.imshow(piv.values, cmap="RdBu_r", vmin=-vmax, vmax=vmax, aspect="auto")
         for (li, hi), v in np.ndenumerate(piv.values):
-            ax.text(hi, li, f"{v:+.2f}" + ("\nP" if abs(v) > threshold else ""), ha="center", va="center", fontsize=8)
+            ax.text(hi, li, f"{v:+.2f}" + ("\nP" if abs(v) > threshold else ""), ha="center", va="center", fontsize=8,
+                    color="white" if abs(v) > 0.6 * vmax else "black")
         types = g.drop_duplicates("layer").set_index("layer")["layer type"]
         ax.set_yticks(range(len(piv.index)))
         ax.set_yticklabels([f"{li} ({types[li]})" for li in piv.index])
@@ -103,6 +115,36 @@ def plot_correlation_grid(heads: "pd.DataFrame", threshold: float = 0.5):  # noq
         ax.set_ylabel("layer")
         ax.set_title(m)
         ax.grid(False)
-    fig.colorbar(im, ax=axes, shrink=0.9, label="r (lower triangle)")
-    fig.suptitle(f"Correlation of attention weight with distance per head (P: |r| > {threshold} → positional)")
+    fig.colorbar(im, ax=axes, shrink=0.9, label=f"r (lower triangle; scale ±{vmax:.2f} = max |r|)")
+    n_pos = int((np.abs(r) > threshold).sum())
+    fig.suptitle(f"Correlation of attention weight with distance per head\n"
+                 f"(a cell marked P is a positional head, |r| > {threshold}; here {n_pos} of {len(r)} heads)")
+    return fig
+
+
+# qualitative colours, one per word class, told apart without a legend lookup of neighbouring shades
+CLASS_COLOURS = {
+    "noun": "#1f77b4", "verb": "#ff7f0e", "adjective": "#2ca02c", "adverb": "#d62728", "name": "#9467bd",
+    "pronoun": "#8c564b", "determiner": "#e377c2", "preposition": "#bcbd22", "conjunction": "#17becf",
+    "auxiliary": "#000080", "number": "#ffd700", "punctuation": "#404040", "other": "#c7c7c7",
+}
+
+
+def plot_class_shares(pos_table: "pd.DataFrame", classes: Sequence[str], top_k: int):  # noqa: F821
+    """Stacked bars of word-class shares of the MLP neurons' top tokens, one bar per model × layer (and the base
+    rates), one panel per ``top tokens`` mode (``all``, ``distinct``); colours from :data:`CLASS_COLOURS`."""
+    modes = list(dict.fromkeys(pos_table["top tokens"]))
+    n_rows = max(int((pos_table["top tokens"] == m).sum()) for m in modes)
+    fig, axes = plt.subplots(1, len(modes), figsize=(7.5 * len(modes), 0.55 * n_rows + 2), sharey=True,
+                             squeeze=False, layout="constrained")
+    colours = [CLASS_COLOURS.get(c, "#7f7f7f") for c in classes]
+    for ax, mode in zip(axes[0], modes):
+        part = pos_table[pos_table["top tokens"] == mode]
+        labels = part["model"] + np.where(part["layer"] == "base rate", " · base rate", " · layer " + part["layer"])
+        part.assign(label=labels).set_index("label")[list(classes)].iloc[::-1].plot.barh(
+            stacked=True, ax=ax, width=0.8, color=colours, legend=mode == modes[-1])
+        ax.set(xlabel=f"mean share of a neuron's top-{top_k} tokens", ylabel="", xlim=(0, 1),
+               title=f"top-{top_k} tokens: {mode}")
+    axes[0][-1].legend(bbox_to_anchor=(1.01, 1), loc="upper left", fontsize=9)
+    fig.suptitle("Word classes of MLP neurons' top tokens, per layer, against the base rates")
     return fig

@@ -15,6 +15,7 @@ import html as _html
 import math
 import numbers
 import platform
+import re
 import subprocess
 import sys
 from importlib import metadata
@@ -24,6 +25,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import pandas as pd
 import torch
+from matplotlib.ticker import FuncFormatter
 
 from helpers import __version__
 from helpers.core.artifacts import atomic_path, read_json, write_json, write_text
@@ -84,23 +86,79 @@ def fmt_number(x: Any, digits: int = 4) -> str:
     return s if "e" not in s else f"{v:.2e}"  # only tiny values (below 1e-4) keep an exponent
 
 
+_FIXED = re.compile(r"^\.(\d+)f$")
+
+
+def _md_text(v: Any) -> str:
+    """A text cell for a Markdown table: newlines as <br> (a row stays on one line), ``|`` escaped as ``\\|``."""
+    return str(v).replace("\n", "<br>").replace("|", "\\|")
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, bool)
+
+
+def _is_missing(v: Any) -> bool:
+    return v is None or v is pd.NA or v is pd.NaT or (_is_number(v) and math.isnan(float(v)))
+
+
+def _float_column(values: list[float], floatfmt: str) -> list[str]:
+    """Floats of one column as text, by the rule in ``save_table``'s docstring."""
+    finite = [v for v in values if math.isfinite(v)]
+    fixed = _FIXED.match(floatfmt)
+    if finite and all(v == int(v) for v in finite):  # counts stored as floats: 13.0 -> "13"
+        decimals = 0
+    elif fixed and finite:  # as many decimals as the column needs, at most the format's
+        most = int(fixed.group(1))
+        decimals = max(len(f"{v:.{most}f}".rstrip("0").split(".")[1]) for v in finite)
+    else:
+        decimals = None
+    big = bool(finite) and max(abs(v) for v in finite) >= LARGE
+    out = []
+    for v in values:
+        if not math.isfinite(v):
+            out.append(str(v))
+        elif big or decimals == 0:
+            out.append(f"{v:,.0f}" if big else f"{v:.0f}")
+        elif decimals is not None:
+            out.append(f"{v:.{decimals}f}")
+        else:  # a general (g/e) format: never an exponent for ordinary values
+            out.append(_no_exponent(format(v, floatfmt), v))
+    return out
+
+
 def _markdown_cells(df, floatfmt: str):
-    """A copy of ``df`` ready for tabulate: newlines as <br>, integer columns as text, float columns holding large
-    values written with thousands separators (tabulate would otherwise fall back to 1.892e+11)."""
-    shown = df.map(lambda v: v.replace("\n", "<br>") if isinstance(v, str) else v)  # keep Markdown rows on one line
-    for c in shown.columns:
-        col = shown[c]
+    """``df`` as a frame of text cells for tabulate, plus each column's alignment (numbers right, text left).
+
+    Every cell is written here (tabulate is told not to re-parse numbers): text with ``|`` escaped and newlines
+    as ``<br>``; missing values (NaN, None) blank; integers as they are; float columns by ``save_table``'s rule.
+    """
+    shown = pd.DataFrame(index=df.index)
+    align = []
+    for i, c in enumerate(df.columns):
+        col = df.iloc[:, i]
+        values = list(col)
+        present = [v for v in values if not _is_missing(v)]
         if pd.api.types.is_bool_dtype(col):
-            continue
-        if pd.api.types.is_integer_dtype(col):
-            shown[c] = col.astype(str)  # tabulate would print integer columns with the float format
-        elif pd.api.types.is_float_dtype(col):
-            big = col.abs().max(skipna=True)
-            if pd.notna(big) and big >= LARGE:
-                shown[c] = col.map(lambda v: "" if pd.isna(v) else f"{v:,.0f}")
-            elif floatfmt.endswith(("g", "e", "E", "G")):  # a general format would turn 123456.0 into 1.235e+05
-                shown[c] = col.map(lambda v: "" if pd.isna(v) else _no_exponent(format(v, floatfmt), v))
-    return shown
+            cells, right = [str(v) for v in values], False
+        elif present and all(_is_number(v) for v in present):
+            right = True
+            if all(isinstance(v, numbers.Integral) for v in present):
+                cells = ["" if _is_missing(v) else str(int(v)) for v in values]
+            else:
+                floats = [v for v in values if not _is_missing(v)]
+                texts = iter(_float_column([float(v) for v in floats], floatfmt))
+                cells = ["" if _is_missing(v) else next(texts) for v in values]
+        else:  # text, or text mixed with numbers: each number alone by the same rule
+            right = False
+            cells = ["" if _is_missing(v) else _float_column([float(v)], floatfmt)[0]
+                     if _is_number(v) and not isinstance(v, numbers.Integral) else _md_text(v) for v in values]
+        shown[i] = cells
+        align.append("right" if right else "left")
+    shown.columns = [_md_text(c) for c in df.columns]
+    shown.index = [_md_text(v) for v in df.index]
+    shown.index.name = None if df.index.name is None else _md_text(df.index.name)
+    return shown, align
 
 
 def _no_exponent(text: str, v: float) -> str:
@@ -109,15 +167,24 @@ def _no_exponent(text: str, v: float) -> str:
 
 def save_table(df, name: str, profile: str, index: bool = False, floatfmt: str = ".4f",
                caption: str | None = None) -> ReportPath:
-    """Write ``df`` as ``tables/<name>.csv`` and a Markdown rendering ``tables/<name>.md``; returns the CSV path
-    (which shows itself relative to the repository). Large floats are written with thousands separators, never in
-    scientific notation."""
+    """Write ``df`` as ``tables/<name>.csv`` (full precision, raw text) and a Markdown rendering
+    ``tables/<name>.md``; returns the CSV path (which shows itself relative to the repository).
+
+    The Markdown cells, predictably: a ``|`` in a header or a cell is escaped as ``\\|`` (it would end the cell);
+    missing values are blank; integer columns as they are. A float column whose values are all whole numbers is
+    written as integers (``13.0`` -> ``13``). With a fixed ``floatfmt`` such as ``.4f`` (the default) or ``.1f``,
+    every value of a column gets the same number of decimals: as many as its values need at that precision, at
+    most the format's (``[1.73, 1.79]`` -> ``1.73``/``1.79``, ``[0.2353, 0.24]`` -> ``0.2353``/``0.2400``). A
+    general format (``.4g``) is applied as it is. A float column holding a value of 100,000 or more is written
+    with thousands separators and no decimals, never in scientific notation."""
     d = reports_dir(profile) / "tables"
     csv = d / f"{name}.csv"
     with atomic_path(csv) as tmp:
         df.to_csv(tmp, index=index)
     if _has_tabulate():
-        md = _markdown_cells(df, floatfmt).to_markdown(index=index, floatfmt=floatfmt)
+        shown, align = _markdown_cells(df, floatfmt)
+        md = shown.to_markdown(index=index, disable_numparse=True,
+                               colalign=(["left"] if index else []) + align)
     else:
         md = df.to_string(index=index, float_format=fmt_number)
     write_text(d / f"{name}.md", (f"{caption}\n\n" if caption else "") + md + "\n")
@@ -162,6 +229,41 @@ def save_figure(fig, name: str, profile: str, dpi: int = 120, formats: tuple[str
             fig.savefig(tmp, format=fmt, dpi=dpi, bbox_inches="tight")
         written.append(out)
     return ReportPath(written[0])
+
+
+def millions_axis(axis, unit: str = "M") -> None:
+    """Tick labels of a matplotlib ``axis`` (``ax.xaxis``) holding word counts, in millions: ``0``, ``0.5M``,
+    ``1M``, ... (no ``1e6`` offset at the axis' end)."""
+    axis.set_major_formatter(FuncFormatter(lambda v, _pos: "0" if v == 0 else f"{v / 1e6:g}{unit}"))
+
+
+def plot_loss_curves(results: dict, colours: dict, titles: tuple[str, str], ylabel: str, legend_title: str | None = None,
+                     figsize: tuple[float, float] = (12, 4)):
+    """Training (left) and validation (right) loss against the optimizer step, one line per run, from
+    ``{name: TrainResult}`` (its ``history`` rows ``step``/``split``/``loss`` and its ``best_step``). The panels share
+    the y axis and both show its tick labels; each run's best checkpoint (the lowest validation loss, the one that
+    is kept) is marked with a star on its validation curve, a hollow star when it is the last evaluation (the loss
+    was still falling)."""
+    fig, axes = plt.subplots(1, 2, figsize=figsize, sharey=True, layout="constrained")
+    for name, res in results.items():
+        h = pd.DataFrame(res.history)
+        for ax, split in zip(axes, ["train", "valid"]):
+            part = h[h.split == split]
+            ax.plot(part.step, part.loss, label=name, color=colours[name])
+        valid = h[h.split == "valid"]
+        best = valid[valid.step == res.best_step]
+        if len(best):
+            last = int(res.best_step) == int(valid.step.max())
+            axes[1].plot(best.step, best.loss, marker="*", ms=13, ls="none", color=colours[name],
+                         markerfacecolor="none" if last else colours[name], markeredgewidth=1.3, zorder=5)
+    for ax, title in zip(axes, titles):
+        ax.set(title=title, xlabel="optimizer step", ylabel=ylabel)
+        ax.tick_params(labelleft=True)  # sharey hides the right panel's numbers otherwise
+    axes[1].plot([], [], marker="*", ms=11, ls="none", color="grey", label="best checkpoint (kept)")
+    axes[1].plot([], [], marker="*", ms=11, ls="none", color="grey", markerfacecolor="none",
+                 label="best = last evaluation (still falling)")
+    axes[1].legend(title=legend_title, fontsize=8)
+    return fig
 
 
 def plot_intervals(intervals, order: list[tuple[str, str]] | None = None, chance: float = 50.0,
