@@ -66,12 +66,14 @@ def test_interval_table_and_plot():
 
 
 def test_self_bleu_sentences_and_flat_rule():
-    curves = {"m1": {2: 0.10, 5: 0.20, 10: 0.25, 20: 0.251}, "m2": {2: 0.010, 5: 0.012, 10: 0.013, 20: 0.013}}
+    curves = {"m1": {2: 0.10, 5: 0.20, 10: 0.25, 20: 0.251, 30: 0.252}, "m2": {2: 0.010, 5: 0.012, 10: 0.013, 20: 0.013, 30: 0.013},
+              "m3": {2: 0.01, 5: 0.05, 10: 0.10, 20: 0.15, 30: 0.20}}
     chosen = {n: self_bleu.choose_k_or_none(c, "knee", eps=0.01) for n, c in curves.items()}
-    assert chosen["m2"] is None and chosen["m1"] == self_bleu.choose_k(curves["m1"], "knee", eps=0.01)
+    assert chosen == {"m1": 10, "m2": None, "m3": None}
     s = findings.self_bleu(curves, chosen, 0.01)
-    assert "the rule chooses k = " in s[0] and "flat" in s[1]
-    assert "least diverse completions" in s[2] and "m1" in s[2].split(";")[0]
+    assert "the rule chooses k = 10" in s[0] and "flat" in s[1] and "flat" not in s[2]
+    assert "no knee within k ≤ 30" in s[2] and "k = 30" not in s[2]
+    assert "least diverse completions" in s[3] and "m1" in s[3].split(";")[0]
 
 
 def test_continuation_health_sentences_compare_with_real_endings():

@@ -11,6 +11,7 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
+from helpers.diversity.self_bleu import k_choice_label
 from helpers.evaluation.zero_shot import chance_verdict  # the one rule for "above chance" (also interval_table's)
 
 CHANCE_WORDS = {"yes": "above chance", "below": "below chance", "no": "not distinguishable from chance"}
@@ -110,7 +111,8 @@ def _compare(a: pd.Series, b: pd.Series, value: str) -> str:
 
 def self_bleu(curves: Mapping[str, Mapping[int, float]], chosen: Mapping[str, int | None], eps: float,
               intervals: pd.DataFrame | None = None) -> list[str]:
-    """Notebook 03: the level and spread of each self-BLEU curve and the k its rule chose (None: a flat curve).
+    """Notebook 03: the level and spread of each self-BLEU curve and the k its rule chose (None: a flat curve, or
+    no knee within the curve's k range; :func:`helpers.diversity.self_bleu.k_choice_label`).
     With ``intervals`` (:func:`helpers.diversity.self_bleu.self_bleu_table`: model, k, self-BLEU, ci_low, ci_high, prompts),
     each model's value at the largest k shared by all models gets its 95 % interval over prompts, and models
     neighbouring in that ranking are compared: a difference is real only where the intervals do not overlap."""
@@ -119,9 +121,15 @@ def self_bleu(curves: Mapping[str, Mapping[int, float]], chosen: Mapping[str, in
         vals = [float(v) for v in curve.values()]
         span = max(vals) - min(vals)
         k = chosen.get(name)
+        if k is not None:
+            verdict = f"the rule chooses k = {k}"
+        elif k_choice_label(curve, k, eps).startswith("undefined"):
+            verdict = f"the curve is flat (range below {eps}): the rule is undefined"
+        else:
+            verdict = (f"{k_choice_label(curve, k, eps)}: the curve still changes by more than {eps} after every k "
+                       "with two later points, so the rule picks none")
         out.append(f"{name}: self-BLEU {min(vals):.3f}–{max(vals):.3f} over k = {min(curve)}..{max(curve)} (range "
-                   f"{span:.3f}); " + (f"the rule chooses k = {k}" if k else
-                                       f"the curve is flat (range below {eps}): the rule is undefined"))
+                   f"{span:.3f}); " + verdict)
     if intervals is not None and len(intervals):
         part = intervals[intervals.model.isin(list(curves))]
         shared = set.intersection(*(set(g.k) for _, g in part.groupby("model"))) if len(part) else set()
