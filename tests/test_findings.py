@@ -226,3 +226,42 @@ def test_seed_replicates_reads_the_gap_against_the_intervals():
     close = findings.seed_replicates(df, {"n": "m"})[0]  # 1.9 apart: the intervals overlap
     assert "within the item intervals" in close
     assert "not scored" in findings.seed_replicates(df, {"x": "m"})[0]
+
+
+def _sweep_blimp(rows):
+    return pd.DataFrame([{"model": m, "BLiMP": v, "BLiMP CI low": lo, "BLiMP CI high": hi} for m, v, lo, hi in rows])
+
+
+def test_blimp_intervals_sentences():
+    # the cpu reference run's intervals (reports/cpu/tables/02b_sweep.csv, rounded): all cover 50
+    t = _sweep_blimp([("h64-l2-a4", 50.0, 47.83, 52.24), ("h128-l2-a4", 51.94, 49.63, 54.33), ("h256-l2-a4", 49.55, 47.24, 51.79)])
+    s = findings.blimp_intervals(t)
+    assert s[0].startswith("BLiMP 95 % intervals are ±2.2–2.3 points wide") and "3 models" in s[0]
+    assert s[1].startswith("every interval covers chance (50)")
+    t2 = _sweep_blimp([("a", 56.0, 53.0, 59.0), ("b", 45.0, 43.0, 47.0), ("c", 50.0, 48.0, 52.0)])
+    s2 = findings.blimp_intervals(t2)
+    assert not any("every interval covers chance" in x for x in s2)
+    assert "above chance (50): a; below: b; the other 1 intervals cover chance" in s2[1]
+
+
+def _contrast(**contrastive):
+    plain = {"model": "plain", "best valid loss": 4.721, "held-out loss, original order": 4.8145, "held-out loss, shuffled": 4.8233,
+             "prefers original (%)": 64.5, "prefers CI low": 57.65, "prefers CI high": 70.80, "order wins": 129,
+             "order ties": 0, "order losses": 71, "themed factual": 0.0, "themed reasoning": 0.0}
+    con = {**plain, "model": "contrastive", "best valid loss": 5.127, "held-out loss, original order": 5.2532,
+           "held-out loss, shuffled": 5.2529, "prefers original (%)": 50.0, "prefers CI low": 43.14, "prefers CI high": 56.86,
+           "order wins": 100, "order losses": 100, **contrastive}
+    return pd.DataFrame([plain, con])
+
+
+def test_contrastive_sentences_count_wins_ties_and_chance():
+    s = findings.contrastive(_contrast())
+    assert s[0].startswith("plain: gives the original story the higher log-probability in 64.5 % of 200 stories")
+    assert "(129 wins, 71 losses, no ties): above chance" in s[0] and "+0.0088" in s[0]
+    assert "(100 wins, 100 losses, no ties): not distinguishable from chance" in s[1] and "-0.0003" in s[1]
+    assert s[2] == "contrastive − plain: best held-out loss +0.406 nats/token, order preference -14.5 points"
+    assert s[3].startswith("themed suites (factual, reasoning): every score is 0 for every model")
+    tied = findings.contrastive(_contrast(**{"order wins": 90, "order ties": 20, "order losses": 90}))
+    assert "(90 wins, 90 losses, 20 ties (counted half))" in tied[1]
+    scored = findings.contrastive(_contrast(**{"themed factual": 0.25}))
+    assert not any(x.startswith("themed suites") for x in scored)

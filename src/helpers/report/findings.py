@@ -274,6 +274,53 @@ def sweep(table: pd.DataFrame, noise: float = 0.03) -> list[str]:
     return out
 
 
+def blimp_intervals(table: pd.DataFrame, chance: float = 50.0) -> list[str]:
+    """Notebook 02b: how wide the sweep's BLiMP 95 % intervals are (half-widths) and which of them lie above
+    ``chance``. Columns: model, BLiMP, "BLiMP CI low", "BLiMP CI high"."""
+    half = (table["BLiMP CI high"] - table["BLiMP CI low"]) / 2
+    out = [f"BLiMP 95 % intervals are ±{half.min():.1f}–{half.max():.1f} points wide (half-widths) over {len(table)} models"]
+    verdicts = {r.model: chance_verdict(r["BLiMP CI low"], r["BLiMP CI high"], chance) for _, r in table.iterrows()}
+    above = [m for m, v in verdicts.items() if v == "yes"]
+    below = [m for m, v in verdicts.items() if v == "below"]
+    if not above and not below:
+        out.append(f"every interval covers chance ({chance:g}): BLiMP does not tell these models from guessing, "
+                   "nor from each other")
+    else:
+        out.append(f"above chance ({chance:g}): {', '.join(above) or 'none'}; below: {', '.join(below) or 'none'}; "
+                   f"the other {len(table) - len(above) - len(below)} intervals cover chance")
+    return out
+
+
+def contrastive(table: pd.DataFrame, chance: float = 50.0) -> list[str]:
+    """Notebook 02b: plain vs contrastive. Per model the order preference (``prefers original (%)`` with its
+    ``prefers CI low``/``high``, ``order wins``/``ties``/``losses``) against ``chance``, and its held-out loss on
+    original vs shuffled stories; then the contrastive − plain gaps, and the themed suites (``themed *`` columns)
+    when every score is 0."""
+    out = []
+    for _, r in table.iterrows():
+        verdict = chance_verdict(r["prefers CI low"], r["prefers CI high"], chance)
+        n = int(r["order wins"] + r["order ties"] + r["order losses"])
+        ties = (f"{int(r['order ties'])} ties (counted half)" if r["order ties"] else "no ties")
+        gap = r["held-out loss, shuffled"] - r["held-out loss, original order"]
+        out.append(f"{r.model}: gives the original story the higher log-probability in {r['prefers original (%)']:.1f} % "
+                   f"of {n} stories [{r['prefers CI low']:.1f}, {r['prefers CI high']:.1f}] ({int(r['order wins'])} wins, "
+                   f"{int(r['order losses'])} losses, {ties}): "
+                   + {"yes": "above chance", "below": "below chance",
+                      "no": "not distinguishable from chance"}[verdict]
+                   + f"; held-out loss shuffled − original {gap:+.4f} nats/token")
+    if {"plain", "contrastive"} <= set(table.model):
+        d = table.set_index("model")
+        out.append(f"contrastive − plain: best held-out loss {d.at['contrastive', 'best valid loss'] - d.at['plain', 'best valid loss']:+.3f} "
+                   f"nats/token, order preference {d.at['contrastive', 'prefers original (%)'] - d.at['plain', 'prefers original (%)']:+.1f} points"
+                   + (f", BLiMP {d.at['contrastive', 'BLiMP'] - d.at['plain', 'BLiMP']:+.1f} points" if "BLiMP" in d else ""))
+    themed = [c for c in table.columns if c.startswith("themed ")]
+    if themed and (table[themed].to_numpy() == 0).all():
+        out.append(f"themed suites ({', '.join(c.removeprefix('themed ') for c in themed)}): every score is 0 for every "
+                   "model — no greedy completion contains an answer key (the prompts are answered, badly: see the "
+                   "completions printed above), so these columns do not separate the models")
+    return out
+
+
 def attention_heads(heads: pd.DataFrame) -> list[str]:
     """Notebook 06: how many heads per model are positional (label column) and which layers hold them."""
     out = []
