@@ -238,10 +238,11 @@ def test_blimp_intervals_sentences():
     s = findings.blimp_intervals(t)
     assert s[0].startswith("BLiMP 95 % intervals are ±2.2–2.3 points wide") and "3 models" in s[0]
     assert s[1].startswith("every interval covers chance (50)")
-    t2 = _sweep_blimp([("a", 56.0, 53.0, 59.0), ("b", 45.0, 43.0, 47.0), ("c", 50.0, 48.0, 52.0)])
+    t2 = _sweep_blimp([("a", 56.0, 54.0, 58.0), ("b", 45.0, 43.0, 47.0), ("c", 50.0, 48.0, 52.0)])
     s2 = findings.blimp_intervals(t2)
     assert not any("every interval covers chance" in x for x in s2)
     assert "above chance (50): a; below: b; the other 1 intervals cover chance" in s2[1]
+    assert s2[0].startswith("BLiMP 95 % intervals are ±2.0 points wide") and "3 models" in s2[0]  # one width
 
 
 def _contrast(**contrastive):

@@ -278,7 +278,8 @@ def blimp_intervals(table: pd.DataFrame, chance: float = 50.0) -> list[str]:
     """Notebook 02b: how wide the sweep's BLiMP 95 % intervals are (half-widths) and which of them lie above
     ``chance``. Columns: model, BLiMP, "BLiMP CI low", "BLiMP CI high"."""
     half = (table["BLiMP CI high"] - table["BLiMP CI low"]) / 2
-    out = [f"BLiMP 95 % intervals are ±{half.min():.1f}–{half.max():.1f} points wide (half-widths) over {len(table)} models"]
+    lo, hi = f"{half.min():.1f}", f"{half.max():.1f}"
+    out = [f"BLiMP 95 % intervals are ±{lo if lo == hi else f'{lo}–{hi}'} points wide (half-widths) over {len(table)} models"]
     verdicts = {r.model: chance_verdict(r["BLiMP CI low"], r["BLiMP CI high"], chance) for _, r in table.iterrows()}
     above = [m for m, v in verdicts.items() if v == "yes"]
     below = [m for m, v in verdicts.items() if v == "below"]
