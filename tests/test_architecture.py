@@ -178,7 +178,23 @@ def test_order_preference_counts_wins(decoder_tokenizer, real_stories):
     assert res["ci_low"] <= round(res["prefers_original"] * res["stories"]) / res["stories"] <= res["ci_high"]
     assert 0 < res["ci_high"] - res["ci_low"] < 1  # a Wilson interval on a handful of stories is wide, not empty
     assert res == order_preference(model, decoder_tokenizer, stories, seed=1)  # seeded
+    assert res["wins"] + res["ties"] + res["losses"] == res["stories"]
+    assert res["prefers_original"] == pytest.approx((res["wins"] + 0.5 * res["ties"]) / res["stories"])
     assert model.training  # the mode is restored
+
+
+def test_order_preference_counts_ties_half(decoder_tokenizer, real_stories, monkeypatch):
+    """Scores fixed by hand: 2 wins, 1 tie, 1 loss -> 62.5 %, with the counts reported separately."""
+    import helpers.analysis.architecture as arch
+
+    stories = [s for s in real_stories if len(split_sentences(s)) >= 3][:4]
+    fixed = (torch.tensor([-10.0, -10.0, -10.0, -10.0, -12.0, -11.0, -10.0, -9.0]), torch.tensor([5] * 8))
+    monkeypatch.setattr(arch, "causal_scores", lambda *a, **k: fixed)
+    model = build_decoder(dict(hidden=16, layers=1, heads=2, context=64, window=32,
+                               vocab_size=len(decoder_tokenizer), dropout=0.0), seed=0)
+    res = order_preference(model, decoder_tokenizer, stories, seed=1)
+    assert (res["stories"], res["wins"], res["ties"], res["losses"]) == (4, 2, 1, 1)
+    assert res["prefers_original"] == pytest.approx(0.625)
 
 
 def test_loss_spikes():
@@ -186,6 +202,21 @@ def test_loss_spikes():
     hist.append({"split": "valid", "step": 3, "loss": 100.0})
     spikes = loss_spikes(hist, factor=1.25, window=5)
     assert [s["step"] for s in spikes] == [5]
+    assert spikes[0]["median_before"] == 3 and spikes[0]["loss"] == 5
+    assert loss_spikes(hist, factor=2.0, window=5) == []  # 5 < 2 × 3: not a spike at that factor
+
+
+def test_loss_spikes_refuses_a_series_too_short_to_hold_one():
+    """4 training points (100 steps logged every 25) with window 5: no point has 5 before it, so "0 spikes" would be
+    true by construction; the check says so instead."""
+    short = [{"split": "train", "step": s, "loss": v} for s, v in [(25, 3.0), (50, 9.0), (75, 3.0), (100, 3.0)]]
+    with pytest.raises(ValueError, match="only 4 logged training losses"):
+        loss_spikes(short, window=5)
+    with pytest.raises(ValueError, match="only 5 logged"):
+        loss_spikes(short + [{"split": "train", "step": 125, "loss": 3.0}], window=5)
+    # six points: the sixth has five before it and is checked
+    six = short[:1] * 5 + [{"split": "train", "step": 150, "loss": 9.0}]
+    assert [s["step"] for s in loss_spikes(six, window=5)] == [150]
 
 
 def test_order_preference_cuts_stories_to_whole_sentences_that_fit(decoder_tokenizer, real_stories):

@@ -66,12 +66,14 @@ def test_interval_table_and_plot():
 
 
 def test_self_bleu_sentences_and_flat_rule():
-    curves = {"m1": {2: 0.10, 5: 0.20, 10: 0.25, 20: 0.251}, "m2": {2: 0.010, 5: 0.012, 10: 0.013, 20: 0.013}}
+    curves = {"m1": {2: 0.10, 5: 0.20, 10: 0.25, 20: 0.251, 30: 0.252}, "m2": {2: 0.010, 5: 0.012, 10: 0.013, 20: 0.013, 30: 0.013},
+              "m3": {2: 0.01, 5: 0.05, 10: 0.10, 20: 0.15, 30: 0.20}}
     chosen = {n: self_bleu.choose_k_or_none(c, "knee", eps=0.01) for n, c in curves.items()}
-    assert chosen["m2"] is None and chosen["m1"] == self_bleu.choose_k(curves["m1"], "knee", eps=0.01)
+    assert chosen == {"m1": 10, "m2": None, "m3": None}
     s = findings.self_bleu(curves, chosen, 0.01)
-    assert "the rule chooses k = " in s[0] and "flat" in s[1]
-    assert "least diverse completions" in s[2] and "m1" in s[2].split(";")[0]
+    assert "the rule chooses k = 10" in s[0] and "flat" in s[1] and "flat" not in s[2]
+    assert "no knee within k ≤ 30" in s[2] and "k = 30" not in s[2]
+    assert "least diverse completions" in s[3] and "m1" in s[3].split(";")[0]
 
 
 def test_continuation_health_sentences_compare_with_real_endings():
@@ -239,3 +241,43 @@ def test_encoder_training_best_at_last_step_and_gen_effect_against_seed_gap():
     early = findings.encoder_training(t.assign(**{"best step": [450, 600, 600, 600, 600]}).iloc[[0, 2]])
     assert early[0] == "best checkpoint = the last step for 1 of 2 encoders (still improving); earlier for b+t (step 450 of 600)"
     assert "no seed twin" in early[1]
+
+
+def _sweep_blimp(rows):
+    return pd.DataFrame([{"model": m, "BLiMP": v, "BLiMP CI low": lo, "BLiMP CI high": hi} for m, v, lo, hi in rows])
+
+
+def test_blimp_intervals_sentences():
+    # the cpu reference run's intervals (reports/cpu/tables/02b_sweep.csv, rounded): all cover 50
+    t = _sweep_blimp([("h64-l2-a4", 50.0, 47.83, 52.24), ("h128-l2-a4", 51.94, 49.63, 54.33), ("h256-l2-a4", 49.55, 47.24, 51.79)])
+    s = findings.blimp_intervals(t)
+    assert s[0].startswith("BLiMP 95 % intervals are ±2.2–2.3 points wide") and "3 models" in s[0]
+    assert s[1].startswith("every interval covers chance (50)")
+    t2 = _sweep_blimp([("a", 56.0, 54.0, 58.0), ("b", 45.0, 43.0, 47.0), ("c", 50.0, 48.0, 52.0)])
+    s2 = findings.blimp_intervals(t2)
+    assert not any("every interval covers chance" in x for x in s2)
+    assert "above chance (50): a; below: b; the other 1 intervals cover chance" in s2[1]
+    assert s2[0].startswith("BLiMP 95 % intervals are ±2.0 points wide") and "3 models" in s2[0]  # one width
+
+
+def _contrast(**contrastive):
+    plain = {"model": "plain", "best valid loss": 4.721, "held-out loss, original order": 4.8145, "held-out loss, shuffled": 4.8233,
+             "prefers original (%)": 64.5, "prefers CI low": 57.65, "prefers CI high": 70.80, "order wins": 129,
+             "order ties": 0, "order losses": 71, "themed factual": 0.0, "themed reasoning": 0.0}
+    con = {**plain, "model": "contrastive", "best valid loss": 5.127, "held-out loss, original order": 5.2532,
+           "held-out loss, shuffled": 5.2529, "prefers original (%)": 50.0, "prefers CI low": 43.14, "prefers CI high": 56.86,
+           "order wins": 100, "order losses": 100, **contrastive}
+    return pd.DataFrame([plain, con])
+
+
+def test_contrastive_sentences_count_wins_ties_and_chance():
+    s = findings.contrastive(_contrast())
+    assert s[0].startswith("plain: gives the original story the higher log-probability in 64.5 % of 200 stories")
+    assert "(129 wins, 71 losses, no ties): above chance" in s[0] and "+0.0088" in s[0]
+    assert "(100 wins, 100 losses, no ties): not distinguishable from chance" in s[1] and "-0.0003" in s[1]
+    assert s[2] == "contrastive − plain: best held-out loss +0.406 nats/token, order preference -14.5 points"
+    assert s[3].startswith("themed suites (factual, reasoning): every score is 0 for every model")
+    tied = findings.contrastive(_contrast(**{"order wins": 90, "order ties": 20, "order losses": 90}))
+    assert "(90 wins, 90 losses, 20 ties (counted half))" in tied[1]
+    scored = findings.contrastive(_contrast(**{"themed factual": 0.25}))
+    assert not any(x.startswith("themed suites") for x in scored)

@@ -90,13 +90,14 @@ def test_generation_views_draw_bands_panels_and_every_model():
 
     from helpers.report import generation_views as GV
 
-    sb = pd.DataFrame([{"model": m, "k": k, "self-BLEU": 0.1 * k, "ci_low": 0.1 * k - 0.05, "ci_high": 0.1 * k + 0.05}
-                       for m in ("a", "b") for k in (2, 3, 4)])
-    fig = GV.plot_self_bleu(sb, {"a": 3, "b": None}, 0.95, 25, "knee")
+    slope = {"a": 0.1, "b": 0.001, "c": 0.1}  # b: a flat curve; c: still rising, no knee
+    sb = pd.DataFrame([{"model": m, "k": k, "self-BLEU": slope[m] * k, "ci_low": slope[m] * k - 0.05,
+                        "ci_high": slope[m] * k + 0.05} for m in ("a", "b", "c") for k in (2, 3, 4)])
+    fig = GV.plot_self_bleu(sb, {"a": 3, "b": None, "c": None}, 0.95, 25, "knee", eps=0.01)
     ax = fig.axes[0]
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert labels == ["a (k = 3)", "b (k = undefined: flat)"]
-    assert len(ax.lines) == 2 and len(ax.collections) == 2  # a curve and a band per model
+    assert labels == ["a (k = 3)", "b (undefined: flat curve)", "c (no knee within k ≤ 4)"]
+    assert len(ax.lines) == 3 and len(ax.collections) == 3  # a curve and a band per model
     plt.close(fig)
 
     rng = np.random.default_rng(0)

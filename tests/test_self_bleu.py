@@ -162,7 +162,7 @@ def test_self_bleu_table_mean_equals_curve_and_interval_covers_it(real_stories):
 def test_choose_k_rules():
     curve = {2: 0.10, 3: 0.20, 4: 0.26, 5: 0.29, 6: 0.30, 8: 0.305, 10: 0.31}
     assert sb.choose_k(curve, "knee", eps=0.021) == 5
-    assert sb.choose_k(curve, "knee", eps=0.0) == 10
+    assert sb.choose_k(curve, "knee", eps=0.0) is None  # never flat: the last k no longer qualifies vacuously
     assert sb.choose_k(curve, "knee", eps=1.0) == 2
     assert sb.choose_k(curve, "slope", eps=0.011) == 5  # steps after 5: 0.01, 0.0025, 0.0025 per completion
     assert sb.choose_k(curve, "threshold", threshold=0.27) == 4
@@ -174,3 +174,36 @@ def test_choose_k_rules():
         sb.choose_k(curve, "elbow")
     with pytest.raises(ValueError, match="non-empty"):
         sb.choose_k({})
+
+
+# the cpu reference run's tiny-500k curve (reports/cpu/tables/03_self_bleu.csv, rounded): still rising ~0.02 per 5 k
+RISING = {2: 0.0056, 3: 0.0132, 4: 0.0225, 5: 0.0324, 6: 0.0412, 7: 0.0476, 8: 0.0531, 9: 0.0590, 10: 0.0678,
+          15: 0.0979, 20: 0.1250, 25: 0.1432, 30: 0.1632}
+
+
+def test_choose_k_rising_curve_has_no_knee():
+    """A curve that never flattens has no knee: the rule must not fall through to the last k (it used to return 30)."""
+    assert sb.choose_k(RISING, "knee", eps=0.01) is None
+    assert sb.choose_k_or_none(RISING, "knee", eps=0.01) is None
+    assert sb.choose_k(RISING, "slope", eps=0.001) is None  # steps of 0.004-0.008 per completion at the end
+    assert sb.k_choice_label(RISING, None, 0.01) == "no knee within k ≤ 30"
+    # a single point inside eps after k is not a knee either: k = 25 -> 30 changes by 0.02 > eps, 20 -> 25 too
+    two_last_close = {**RISING, 30: 0.1435}
+    assert sb.choose_k(two_last_close, "knee", eps=0.01) is None
+
+
+def test_choose_k_finds_a_real_knee():
+    curve = {2: 0.05, 3: 0.10, 4: 0.14, 5: 0.173, 6: 0.175, 8: 0.178, 10: 0.18, 15: 0.181, 20: 0.182}
+    assert sb.choose_k(curve, "knee", eps=0.01) == 5
+    assert sb.choose_k_or_none(curve, "knee", eps=0.01) == 5
+    assert sb.k_choice_label(curve, 5, 0.01) == "k = 5"
+    # the knee needs two later points inside eps: with k = 15 the last flat stretch starts at 10 -> 10
+    assert sb.choose_k({2: 0.0, 5: 0.1, 10: 0.2, 15: 0.201, 20: 0.202}, "knee", eps=0.01) == 10
+    assert sb.choose_k({2: 0.0, 5: 0.1, 10: 0.2, 15: 0.201}, "knee", eps=0.01) is None  # one later point only
+
+
+def test_choose_k_flat_curve_is_undefined():
+    flat = {k: 1e-79 if k == 2 else 0.003 for k in (2, 3, 4, 5, 10, 20, 30)}
+    assert sb.choose_k_or_none(flat, "knee", eps=0.01) is None
+    assert sb.k_choice_label(flat, None, 0.01) == "undefined: flat curve"
+    assert sb.choose_k(flat, "knee", eps=0.01) == 2  # choose_k alone would read a "knee" off noise at the first k

@@ -287,7 +287,8 @@ def order_preference(model, tokenizer, stories: Sequence[str], seed: int = 0, ba
     shuffled (seeded), with a Wilson 95 % interval (``ci_low``/``ci_high``), and the mean per-token loss of each
     version. With ``max_tokens`` each story is first cut to
     its longest prefix of whole sentences that fits (so neither version is truncated by the model's context);
-    stories left with fewer than two distinct sentences are skipped. Ties (identical scores) count half."""
+    stories left with fewer than two distinct sentences are skipped. Ties (identical scores) count half; ``wins``,
+    ``ties`` and ``losses`` are the raw counts (an exact 50 % can be ties or an even split of wins and losses)."""
     if max_tokens is not None:
         stories = [sentence_prefix(s, tokenizer, max_tokens) for s in stories]
     rng = random.Random(seed)
@@ -304,16 +305,24 @@ def order_preference(model, tokenizer, stories: Sequence[str], seed: int = 0, ba
         model.train(was)
     k = len(pairs)
     orig, shuf = lp[:k], lp[k:]
-    wins = float((orig > shuf).sum() + 0.5 * (orig == shuf).sum())
+    n_win, n_tie = int((orig > shuf).sum()), int((orig == shuf).sum())
+    wins = n_win + 0.5 * n_tie
     lo, hi = wilson_interval(int(round(wins)), k)  # ties count half; the interval rounds them
     return {"stories": k, "prefers_original": wins / k, "ci_low": lo, "ci_high": hi,
+            "wins": n_win, "ties": n_tie, "losses": k - n_win - n_tie,
             "loss_original": float(-orig.sum() / n[:k].sum()), "loss_shuffled": float(-shuf.sum() / n[k:].sum())}
 
 
 def loss_spikes(history: Sequence[Mapping[str, Any]], factor: float = 1.25, window: int = 5) -> list[dict]:
     """Training-loss spikes: logged train points whose loss exceeds ``factor`` × the median of the ``window``
-    points before them."""
+    points before them.  A series of at most ``window`` logged train points cannot contain one by construction:
+    ValueError then (log more often: ``log_every``) rather than a silent "no spikes"."""
+    if window < 1:
+        raise ValueError(f"window must be >= 1; got {window}")
     train = [r for r in history if r.get("split") == "train"]
+    if len(train) <= window:
+        raise ValueError(f"only {len(train)} logged training losses: a spike needs {window} earlier points, so at least "
+                         f"{window + 1} are needed (log the training loss more often: lower log_every)")
     out = []
     for i in range(window, len(train)):
         ref = float(np.median([r["loss"] for r in train[i - window : i]]))

@@ -33,8 +33,10 @@ clipped count of hypothesis i for n-gram g is ``min(c_i[g], M2[g] if c_i[g] == M
 
 Choosing the number of completions (:func:`choose_k`): the paper "picks N = 5 from the analysis" without stating a
 rule.  We offer explicit rules: ``"knee"`` (default: the smallest k after which the curve stays within ``eps`` of
-its value at k), ``"slope"`` (smallest k after which every step changes by at most ``eps`` per added completion)
-and ``"threshold"`` (the largest k whose self-BLEU is at most ``threshold``).
+its value at k, with at least two later points — else None, "no knee within the k range"), ``"slope"`` (smallest k
+after which every step changes by at most ``eps`` per added completion, same proviso) and ``"threshold"`` (the
+largest k whose self-BLEU is at most ``threshold``).  :func:`choose_k_or_none` also returns None on a flat curve;
+:func:`k_choice_label` words the outcome.
 """
 from __future__ import annotations
 
@@ -59,6 +61,8 @@ __all__ = [
     "self_bleu_curve",
     "self_bleu_nltk",
     "choose_k",
+    "k_choice_label",
+    "is_flat",
 ]
 
 #: The paper's k in {2..10, 15, 20, ..., 50} (docs/methods.md#self-bleu).
@@ -340,14 +344,35 @@ def self_bleu_nltk(
         return float(np.mean([corpus_bleu([refs[i]], [hyps[i]], weights=w) for i in range(k)]))
 
 
+#: A knee (or a flat slope) needs at least this many later points of the curve inside ``eps``: at the last k (or
+#: the one before it) the condition holds vacuously, so a curve that never flattens would otherwise "choose" its end.
+MIN_LATER_POINTS = 2
+
+
+def is_flat(curve: Mapping[int, float], eps: float) -> bool:
+    """True when the curve's range is below ``eps`` (e.g. ~0 everywhere): no k is meaningful on it."""
+    vals = [float(v) for v in curve.values()]
+    return bool(vals) and max(vals) - min(vals) < eps
+
+
 def choose_k_or_none(curve: Mapping[int, float], rule: str = "knee", *, eps: float = 0.01,
                      threshold: float | None = None) -> int | None:
     """:func:`choose_k`, or None when the curve is flat (its range is below ``eps``): a rule that reads a knee off a
-    curve needs a curve, and on a flat one any k is as good as another."""
-    vals = [float(v) for v in curve.values()]
-    if vals and max(vals) - min(vals) < eps:
+    curve needs a curve, and on a flat one any k is as good as another.  Also None (from :func:`choose_k`) when the
+    curve has no knee within its k range; :func:`k_choice_label` tells the two apart."""
+    if is_flat(curve, eps):
         return None
     return choose_k(curve, rule, eps=eps, threshold=threshold)
+
+
+def k_choice_label(curve: Mapping[int, float], k: int | None, eps: float) -> str:
+    """How to report a choice of :func:`choose_k_or_none`: ``"k = 5"``, ``"undefined: flat curve"`` or
+    ``"no knee within k ≤ 30"`` (30 = the largest k of the curve)."""
+    if k is not None:
+        return f"k = {k}"
+    if is_flat(curve, eps):
+        return "undefined: flat curve"
+    return f"no knee within k ≤ {max(int(x) for x in curve)}"
 
 
 def choose_k(
@@ -356,15 +381,17 @@ def choose_k(
     *,
     eps: float = 0.01,
     threshold: float | None = None,
-) -> int:
+) -> int | None:
     """Pick the number of completions per prompt from a self-BLEU curve ``{k: mean self-BLEU}``.
 
     Rules (the paper states none; it chose N = 5):
 
     * ``"knee"``: the smallest k such that ``|curve[k'] - curve[k]| <= eps`` for every k' >= k in the curve
-      (beyond k, adding completions changes self-BLEU by at most ``eps``).
+      (beyond k, adding completions changes self-BLEU by at most ``eps``), with at least
+      :data:`MIN_LATER_POINTS` (2) points after k: None when no k qualifies (the curve is still moving at its end).
     * ``"slope"``: the smallest k such that every later step changes by at most ``eps`` per added completion,
-      ``|curve[k_{j+1}] - curve[k_j]| / (k_{j+1} - k_j) <= eps`` for all k_j >= k.
+      ``|curve[k_{j+1}] - curve[k_j]| / (k_{j+1} - k_j) <= eps`` for all k_j >= k, again with at least two later
+      points (two steps); None when none qualifies.
     * ``"threshold"``: the largest k with ``curve[k] <= threshold`` (diversity still acceptable); ValueError if none.
     """
     if not curve:
@@ -383,15 +410,16 @@ def choose_k(
         return max(ok)
     if eps < 0:
         raise ValueError(f"eps must be >= 0; got {eps}")
+    last = len(ks) - 1 - MIN_LATER_POINTS  # the last index with MIN_LATER_POINTS points after it
     if rule == "knee":
-        for i, k in enumerate(ks):
+        for i in range(last + 1):
             if np.all(np.abs(vs[i:] - vs[i]) <= eps):
-                return k
+                return ks[i]
     elif rule == "slope":
         steps = np.abs(np.diff(vs)) / np.diff(np.array(ks, dtype=float))
-        for i, k in enumerate(ks):
+        for i in range(last + 1):
             if np.all(steps[i:] <= eps):
-                return k
+                return ks[i]
     else:
         raise ValueError(f'rule must be "knee", "slope" or "threshold"; got {rule!r}')
-    return ks[-1]  # unreachable: the last k always satisfies both rules
+    return None  # no knee inside the curve's k range

@@ -12,6 +12,7 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
+from helpers.diversity.self_bleu import k_choice_label
 from helpers.evaluation.zero_shot import chance_verdict  # the one rule for "above chance" (also interval_table's)
 
 CHANCE_WORDS = {"yes": "above chance", "below": "below chance", "no": "not distinguishable from chance"}
@@ -111,7 +112,8 @@ def _compare(a: pd.Series, b: pd.Series, value: str) -> str:
 
 def self_bleu(curves: Mapping[str, Mapping[int, float]], chosen: Mapping[str, int | None], eps: float,
               intervals: pd.DataFrame | None = None) -> list[str]:
-    """Notebook 03: the level and spread of each self-BLEU curve and the k its rule chose (None: a flat curve).
+    """Notebook 03: the level and spread of each self-BLEU curve and the k its rule chose (None: a flat curve, or
+    no knee within the curve's k range; :func:`helpers.diversity.self_bleu.k_choice_label`).
     With ``intervals`` (:func:`helpers.diversity.self_bleu.self_bleu_table`: model, k, self-BLEU, ci_low, ci_high, prompts),
     each model's value at the largest k shared by all models gets its 95 % interval over prompts, and models
     neighbouring in that ranking are compared: a difference is real only where the intervals do not overlap."""
@@ -120,9 +122,15 @@ def self_bleu(curves: Mapping[str, Mapping[int, float]], chosen: Mapping[str, in
         vals = [float(v) for v in curve.values()]
         span = max(vals) - min(vals)
         k = chosen.get(name)
+        if k is not None:
+            verdict = f"the rule chooses k = {k}"
+        elif k_choice_label(curve, k, eps).startswith("undefined"):
+            verdict = f"the curve is flat (range below {eps}): the rule is undefined"
+        else:
+            verdict = (f"{k_choice_label(curve, k, eps)}: the curve still changes by more than {eps} after every k "
+                       "with two later points, so the rule picks none")
         out.append(f"{name}: self-BLEU {min(vals):.3f}–{max(vals):.3f} over k = {min(curve)}..{max(curve)} (range "
-                   f"{span:.3f}); " + (f"the rule chooses k = {k}" if k else
-                                       f"the curve is flat (range below {eps}): the rule is undefined"))
+                   f"{span:.3f}); " + verdict)
     if intervals is not None and len(intervals):
         part = intervals[intervals.model.isin(list(curves))]
         shared = set.intersection(*(set(g.k) for _, g in part.groupby("model"))) if len(part) else set()
@@ -311,6 +319,54 @@ def sweep(table: pd.DataFrame, noise: float = 0.03) -> list[str]:
                 spread = g["best valid loss"].max() - g["best valid loss"].min()
                 out.append(f"hidden {h}, {l} layers: heads {sorted(g.heads)} change the loss by {spread:.3f}"
                            + (" (within noise)" if spread <= noise else ""))
+    return out
+
+
+def blimp_intervals(table: pd.DataFrame, chance: float = 50.0) -> list[str]:
+    """Notebook 02b: how wide the sweep's BLiMP 95 % intervals are (half-widths) and which of them lie above
+    ``chance``. Columns: model, BLiMP, "BLiMP CI low", "BLiMP CI high"."""
+    half = (table["BLiMP CI high"] - table["BLiMP CI low"]) / 2
+    lo, hi = f"{half.min():.1f}", f"{half.max():.1f}"
+    out = [f"BLiMP 95 % intervals are ±{lo if lo == hi else f'{lo}–{hi}'} points wide (half-widths) over {len(table)} models"]
+    verdicts = {r.model: chance_verdict(r["BLiMP CI low"], r["BLiMP CI high"], chance) for _, r in table.iterrows()}
+    above = [m for m, v in verdicts.items() if v == "yes"]
+    below = [m for m, v in verdicts.items() if v == "below"]
+    if not above and not below:
+        out.append(f"every interval covers chance ({chance:g}): BLiMP does not tell these models from guessing, "
+                   "nor from each other")
+    else:
+        out.append(f"above chance ({chance:g}): {', '.join(above) or 'none'}; below: {', '.join(below) or 'none'}; "
+                   f"the other {len(table) - len(above) - len(below)} intervals cover chance")
+    return out
+
+
+def contrastive(table: pd.DataFrame, chance: float = 50.0) -> list[str]:
+    """Notebook 02b: plain vs contrastive. Per model the order preference (``prefers original (%)`` with its
+    ``prefers CI low``/``high``, ``order wins``/``ties``/``losses``) against ``chance``, and its held-out loss on
+    original vs shuffled stories; then the contrastive − plain gaps, and the themed suites (``themed *`` columns)
+    when every score is 0."""
+    out = []
+    for _, r in table.iterrows():
+        verdict = chance_verdict(r["prefers CI low"], r["prefers CI high"], chance)
+        n = int(r["order wins"] + r["order ties"] + r["order losses"])
+        ties = (f"{int(r['order ties'])} ties (counted half)" if r["order ties"] else "no ties")
+        gap = r["held-out loss, shuffled"] - r["held-out loss, original order"]
+        out.append(f"{r.model}: gives the original story the higher log-probability in {r['prefers original (%)']:.1f} % "
+                   f"of {n} stories [{r['prefers CI low']:.1f}, {r['prefers CI high']:.1f}] ({int(r['order wins'])} wins, "
+                   f"{int(r['order losses'])} losses, {ties}): "
+                   + {"yes": "above chance", "below": "below chance",
+                      "no": "not distinguishable from chance"}[verdict]
+                   + f"; held-out loss shuffled − original {gap:+.4f} nats/token")
+    if {"plain", "contrastive"} <= set(table.model):
+        d = table.set_index("model")
+        out.append(f"contrastive − plain: best held-out loss {d.at['contrastive', 'best valid loss'] - d.at['plain', 'best valid loss']:+.3f} "
+                   f"nats/token, order preference {d.at['contrastive', 'prefers original (%)'] - d.at['plain', 'prefers original (%)']:+.1f} points"
+                   + (f", BLiMP {d.at['contrastive', 'BLiMP'] - d.at['plain', 'BLiMP']:+.1f} points" if "BLiMP" in d else ""))
+    themed = [c for c in table.columns if c.startswith("themed ")]
+    if themed and (table[themed].to_numpy() == 0).all():
+        out.append(f"themed suites ({', '.join(c.removeprefix('themed ') for c in themed)}): every score is 0 for every "
+                   "model — no greedy completion contains an answer key (the prompts are answered, badly: see the "
+                   "completions printed above), so these columns do not separate the models")
     return out
 
 

@@ -10,6 +10,8 @@ import numpy as np
 import seaborn as sns
 from matplotlib.ticker import MaxNLocator
 
+from helpers.diversity.self_bleu import k_choice_label
+
 # (column of the per-completion table, panel title, x label) of the memorisation histograms
 MEMORISATION_PANELS = (
     ("rouge2_vs_ending", "completion vs the original ending", "ROUGE-2 F1"),
@@ -19,13 +21,15 @@ MEMORISATION_PANELS = (
 )
 
 
-def plot_self_bleu(selfbleu, chosen: Mapping[str, int | None], top_p: float, n_prompts: int, k_rule: str):
+def plot_self_bleu(selfbleu, chosen: Mapping[str, int | None], top_p: float, n_prompts: int, k_rule: str,
+                   eps: float = 0.01):
     """Self-BLEU against k per model (:func:`helpers.diversity.self_bleu.self_bleu_table`'s ``model``, ``k``, ``self-BLEU``,
-    ``ci_low``, ``ci_high``) with its 95 % band; the legend gives each model's chosen k (``None``: the curve is
-    flat and the rule undefined)."""
+    ``ci_low``, ``ci_high``) with its 95 % band; the legend gives each model's chosen k, or (``None``) "undefined:
+    flat curve" / "no knee within k ≤ K" (:func:`helpers.diversity.self_bleu.k_choice_label` with ``eps``)."""
     fig, ax = plt.subplots(figsize=(7, 4))
     for name, g in selfbleu.groupby("model", sort=False):
-        line, = ax.plot(g.k, g["self-BLEU"], marker="o", ms=3, label=f"{name} (k = {chosen.get(name) or 'undefined: flat'})")
+        label = k_choice_label(dict(zip(g.k, g["self-BLEU"])), chosen.get(name), eps)
+        line, = ax.plot(g.k, g["self-BLEU"], marker="o", ms=3, label=f"{name} ({label})")
         ax.fill_between(g.k, g.ci_low, g.ci_high, color=line.get_color(), alpha=0.15, linewidth=0)
     ax.set(xlabel="k (completions per prompt)", ylabel="self-BLEU (higher = less diverse)",
            title=f"Self-BLEU of nucleus completions (p = {top_p}), {n_prompts} prompts per model\n"
