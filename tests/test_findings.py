@@ -138,7 +138,7 @@ def test_average_note_marks_missing_and_scaled_benchmarks():
 
     nan = float("nan")
     row = {"source": "ours", "BLiMP": 57.5, "Supp.": 53.0, "EWoK": 50.8, "GLUE": nan, "GLUE protocol": "not fine-tuned"}
-    assert average_note(row) == "over 3 of 4 benchmarks (GLUE missing)"
+    assert average_note(row) == "no average: GLUE missing"
     row.update(GLUE=45.0, **{"GLUE protocol": "scaled protocol: boolq (1 of 11 tasks)"})
     assert average_note(row) == "GLUE includes scaled protocol: boolq (1 of 11 tasks)"
     row["GLUE protocol"] = "standard"

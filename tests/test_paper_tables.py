@@ -43,7 +43,9 @@ def test_decoder_table_has_an_interval_beside_every_accuracy():
     assert ours["EWoK 95% CI"] == paper_tables.ci_text(summary.ci_low, summary.ci_high)
     assert math.isclose(ours["Avg."], (75 + 50 + 60) / 3)
     assert paper["source"] == "paper" and paper["BLiMP"] == 60.0 and paper["BLiMP 95% CI"] == ""  # the paper prints none
-    assert paper["stands for"] == ""
+    assert paper["stands for"] == "" and paper["paper note"] == "" and ours["paper note"] == ""
+    noted = paper_tables.decoder_table(zero, ["a"], "ours", {}, _paper(note="printed Avg. 58.8; the mean is 55.0"))
+    assert noted.iloc[1]["paper note"].startswith("printed Avg.") and noted.iloc[0]["paper note"] == ""
     assert list(t.columns[:5]) == ["source", "model", "training data", "stands for", "BLiMP"]
 
 
@@ -62,6 +64,10 @@ def test_encoder_table_marks_missing_and_scaled_glue():
     assert x["GLUE"] == 45.0 and math.isclose(x["Avg."], (60 + 55 + 50 + 45) / 4)
     assert "GLUE includes scaled protocol: boolq" in x["Avg. note"]
     assert math.isnan(y["GLUE"]) and y["GLUE protocol"] == "not fine-tuned" and "GLUE missing" in y["Avg. note"]
+    assert math.isnan(y["Avg."])  # one rule for every row: all four benchmarks or no average
+    for row in (x, y):
+        assert math.isclose(row["Avg. zero-shot"], (60 + 55 + 50) / 3)
+    assert math.isclose(paper["Avg. zero-shot"], (60 + 55 + 50) / 3) and paper["Avg."] == 58.8  # the paper's own Avg.
     assert x["stands for"] == "baby-10M" and y["stands for"] == "" and y["total words"] == 2000
     assert x["BLiMP 95% CI"].startswith("[") and paper["BLiMP 95% CI"] == ""
     assert paper["EWoK context"] == "no (organisers' pipeline)" and x["EWoK context"] == "yes"

@@ -19,7 +19,8 @@ from helpers.evaluation.zero_shot import average_note, paradigm_mean_interval, p
 
 ZERO_SHOT = (("blimp", "BLiMP"), ("supplement", "Supp."), ("ewok", "EWoK"))
 PAPER_COLUMNS = {"training_data": "training data", "total_words": "total words", "blimp": "BLiMP",
-                 "supplement": "Supp.", "ewok": "EWoK", "glue": "GLUE", "average": "Avg."}
+                 "supplement": "Supp.", "ewok": "EWoK", "glue": "GLUE", "average": "Avg.", "note": "paper note"}
+ZERO_SHOT_AVERAGE = "Avg. zero-shot"  # BLiMP, Supp., EWoK: a column every row with the three has
 
 
 def ci_text(low: float, high: float) -> str:
@@ -45,7 +46,7 @@ def zero_shot_cells(result) -> dict[str, Any]:
 def _with_paper(ours: pd.DataFrame, paper: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
     theirs = paper.rename(columns=PAPER_COLUMNS).assign(source="paper")
     table = pd.concat([ours, theirs[[c for c in columns if c in theirs.columns]]], ignore_index=True)
-    text = [c for c in table.columns if c.endswith("95% CI") or c in ("stands for", "GLUE protocol")]
+    text = [c for c in table.columns if c.endswith("95% CI") or c in ("stands for", "GLUE protocol", "paper note")]
     return table.fillna({c: "" for c in text})
 
 
@@ -53,16 +54,17 @@ def decoder_table(zero: Mapping[tuple[str, str], Any], decoders: Sequence[str], 
                   stands_for: Mapping[str, str], paper: pd.DataFrame) -> pd.DataFrame:
     """Table 1: one row per decoder (``zero[("decoder", name)]``), ``stands for`` the paper's budget it scales
     (e.g. ``1.25M``), BLiMP / Supp. / EWoK with intervals and their average with its interval; then the paper's
-    rows."""
+    rows, with the reference file's ``note`` as ``paper note`` (e.g. where the printed Avg. is not the mean of the
+    three printed columns: Table 1's 10M and 25M rows)."""
     rows = []
     for name in decoders:
         res = zero[("decoder", name)]
         o = res.overall.iloc[0]
         rows.append({"source": source, "model": "GPT-Neo", "training data": name, "stands for": stands_for.get(name, ""),
                      **zero_shot_cells(res), "Avg.": float(o["average"]),
-                     "Avg. 95% CI": ci_text(o["average_ci_low"], o["average_ci_high"])})
+                     "Avg. 95% CI": ci_text(o["average_ci_low"], o["average_ci_high"]), "paper note": ""})
     return _with_paper(pd.DataFrame(rows), paper,
-                       ["source", "model", "training data", "BLiMP", "Supp.", "EWoK", "Avg."])
+                       ["source", "model", "training data", "BLiMP", "Supp.", "EWoK", "Avg.", "paper note"])
 
 
 def encoder_table(zero: Mapping[tuple[str, str], Any], encoders: Sequence[str], source: str,
@@ -70,9 +72,11 @@ def encoder_table(zero: Mapping[tuple[str, str], Any], encoders: Sequence[str], 
                   glue_protocol: Mapping[str, str], paper: pd.DataFrame) -> pd.DataFrame:
     """Table 2 (or 3): one row per encoder (``zero[("encoder", name)]``) with its zero-shot accuracies and
     intervals, its GLUE average (NaN when not fine-tuned) and the GLUE protocol (``"standard"``, a scaled-protocol
-    note, or ``"not fine-tuned"``), ``Avg.`` over the benchmarks the row has and an ``Avg. note`` that says which
-    are missing or scaled; then the paper's rows, with ``EWoK context`` saying where a published EWoK number was
-    computed without the item's context (the organisers' pipeline)."""
+    note, or ``"not fine-tuned"``), ``Avg.`` over all four benchmarks (NaN when one is missing, as in the paper's
+    rows: one rule for every row) and an ``Avg. note`` that says which is missing or scaled; then the paper's rows.
+    Every row (ours and the paper's) also has ``Avg. zero-shot``, the mean of BLiMP, Supp. and EWoK (NaN where one
+    of them is not printed), and ``EWoK context`` says where a published EWoK number was computed without the
+    item's context (the organisers' pipeline)."""
     rows = []
     for name in encoders:
         rows.append({"source": source, "model": "LTG-BERT", "training data": name,
@@ -80,9 +84,10 @@ def encoder_table(zero: Mapping[tuple[str, str], Any], encoders: Sequence[str], 
                      **zero_shot_cells(zero[("encoder", name)]), "GLUE": glue_avg.get(name, float("nan")),
                      "GLUE protocol": glue_protocol.get(name, "not fine-tuned") or "standard"})
     ours = pd.DataFrame(rows)
-    ours["Avg."] = ours[["BLiMP", "Supp.", "EWoK", "GLUE"]].mean(axis=1)  # over the benchmarks this row has
+    ours["Avg."] = ours[["BLiMP", "Supp.", "EWoK", "GLUE"]].mean(axis=1, skipna=False)  # all four, or none
     table = _with_paper(ours, paper, ["source", "model", "training data", "total words", "BLiMP", "Supp.", "EWoK",
                                       "GLUE", "Avg."])
+    table[ZERO_SHOT_AVERAGE] = table[[label for _, label in ZERO_SHOT]].mean(axis=1, skipna=False)
     records = table.to_dict("records")
     table["Avg. note"] = [average_note(r) for r in records]
     table["EWoK context"] = ["no (organisers' pipeline)" if r["source"] == "paper" and not paper_ewok_has_context(r)
