@@ -224,3 +224,17 @@ def test_seed_replicates_reads_the_gap_against_the_intervals():
     close = findings.seed_replicates(df, {"n": "m"})[0]  # 1.9 apart: the intervals overlap
     assert "within the item intervals" in close
     assert "not scored" in findings.seed_replicates(df, {"x": "m"})[0]
+
+
+def test_glue_majority_counts_results_at_or_below_the_baseline():
+    runs = pd.DataFrame([
+        {"model": "a", "task": "mrpc", "score": 0.81, "ci_low": 0.77, "ci_high": 0.85, "single_class": True},
+        {"model": "b", "task": "mrpc", "score": 0.79, "ci_low": 0.74, "ci_high": 0.83, "single_class": False},
+        {"model": "a", "task": "cola", "score": 0.05, "ci_low": -0.05, "ci_high": 0.15, "single_class": False},
+        {"model": "b", "task": "cola", "score": 0.30, "ci_low": 0.20, "ci_high": 0.40, "single_class": False}])
+    majority = pd.DataFrame([{"task": "mrpc", "score": 0.81}, {"task": "cola", "score": 0.0}])
+    s = findings.glue_majority(runs, majority)
+    assert s[0].startswith("2 of 4 task × model results are at or below") and "mrpc 2 of 2" in s[0]
+    assert "1 more are above it by less than" in s[0] and "so 1 of 4 beat the baseline beyond noise" in s[0]
+    assert s[1] == "1 of 4 runs predict a single class for every test example (a on mrpc)"
+    assert "not recorded" in findings.glue_majority(runs.drop(columns="single_class"), majority)[1]

@@ -137,3 +137,44 @@ def test_glue_runs_table_gives_scores_and_intervals_in_percent():
     assert tuple(t.columns) == paper_tables.GLUE_RUN_COLUMNS
     assert (t.loc[0, "score (%)"], t.loc[0, "CI low (%)"], t.loc[0, "CI high (%)"]) == (10.0, 2.0, 20.0)
     assert "score (%)" not in runs.columns  # the runs are left as they were
+
+
+def test_glue_table_keeps_the_run_order_adds_the_majority_row_and_flags_single_class_runs():
+    rows = []
+    for m, scores, single in (("zeta", (0.81, 0.0), (True, True)), ("alpha", (0.70, 0.2), (False, False))):
+        for t, sc, one in zip(("mrpc", "cola"), scores, single):
+            rows.append({"model": m, "task": t, "score": sc, "ci_low": sc - 0.05, "ci_high": sc + 0.05,
+                         "protocol": "standard", "top_prediction_share": 1.0 if one else 0.8, "single_class": one})
+    runs = pd.DataFrame(rows)
+    majority = pd.DataFrame([{"task": "mrpc", "score": 0.81}, {"task": "cola", "score": 0.0}])
+    paper = pd.DataFrame([{"table": 7, "track": "strict", "training_data": "baby-100M", "cola": 40.0, "mrpc": 80.0}])
+    t = paper_tables.glue_table(runs, ["mrpc", "cola"], paper, majority)
+    assert list(t.index[:3]) == ["zeta", "alpha", paper_tables.MAJORITY_ROW]  # the runs' order, not the alphabet
+    assert t.loc[paper_tables.MAJORITY_ROW, "mrpc"] == 81.0 and t.loc[paper_tables.MAJORITY_ROW, "cola"] == 0.0
+    assert t.loc[paper_tables.MAJORITY_ROW, "mrpc 95% CI"] == ""
+    assert t.loc["zeta", paper_tables.SINGLE_CLASS] == "mrpc, cola" and t.loc["alpha", paper_tables.SINGLE_CLASS] == "none"
+    older = runs.assign(single_class=None)
+    assert paper_tables.glue_table(older, ["mrpc", "cola"], paper).loc["zeta", paper_tables.SINGLE_CLASS] == "not recorded"
+    runs_t = paper_tables.glue_runs_table(runs.assign(metric="f1", dev_metric=0.5, best_epoch=1, n_train=8, n_dev=4,
+                                                      n_test=4))
+    assert list(runs_t["top prediction (%)"]) == [100.0, 100.0, 80.0, 80.0]
+
+
+def test_glue_panel_title_says_how_the_fine_tuning_was_scaled():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from helpers.evaluation.finetune_setup import finetune_config
+
+    title = paper_tables.glue_panel_title(finetune_config(epochs=2, max_train_examples=256))
+    assert "256 training examples" in title and "2 epochs" in title and title.startswith("GLUE")
+    assert paper_tables.glue_panel_title(finetune_config()) == "GLUE"
+    fig, axes = plt.subplots(1, 2)
+    axes[0].set_title("BLiMP")
+    axes[1].set_title("GLUE (no interval: mean of tasks)")
+    paper_tables.retitle_panel(fig, "GLUE", title)
+    assert axes[1].get_title() == title and axes[0].get_title() == "BLiMP"
+    with pytest.raises(ValueError, match="no panel"):
+        paper_tables.retitle_panel(fig, "EWoK", "x")
+    plt.close(fig)

@@ -42,6 +42,36 @@ def zero_shot(intervals: pd.DataFrame, task: str = "BLiMP") -> list[str]:
     return out
 
 
+def glue_majority(runs: pd.DataFrame, majority: pd.DataFrame) -> list[str]:
+    """Notebook 05: how many task × model fine-tuning results are at or below the majority-class baseline (always
+    predicting the most frequent training label, scored on the same test examples), how many of those have the
+    baseline inside their 95 % interval, which tasks they are, and how many runs predicted one class for every test
+    example. ``runs``: :func:`helpers.evaluation.finetune.finetune_many`'s rows (``model``, ``task``, ``score``,
+    ``ci_low``, ``ci_high``, optionally ``single_class``); ``majority``: :func:`helpers.evaluation.finetune.majority_baseline`."""
+    base = majority.set_index("task")["score"]
+    part = runs[runs["task"].isin(base.index)]
+    if part.empty:
+        return ["no fine-tuning results to set against the majority-class baseline"]
+    b = part["task"].map(base)
+    at_or_below = part[part["score"] <= b + 1e-12]
+    above = part[part["score"] > b + 1e-12]
+    within = above[above["ci_low"] <= above["task"].map(base)]
+    tasks = at_or_below.groupby("task", sort=False).size()
+    out = [f"{len(at_or_below)} of {len(part)} task × model results are at or below the majority-class baseline "
+           f"(always the most frequent training label, same test examples)"
+           + (": " + ", ".join(f"{t} {n} of {part['task'].eq(t).sum()}" for t, n in tasks.items()) if len(tasks) else "")
+           + f"; {len(within)} more are above it by less than their 95 % interval allows (the baseline lies inside it), "
+           f"so {len(above) - len(within)} of {len(part)} beat the baseline beyond noise"]
+    if "single_class" in part and part["single_class"].notna().all():
+        single = part[part["single_class"].astype(bool)]
+        out.append(f"{len(single)} of {len(part)} runs predict a single class for every test example"
+                   + (" (" + ", ".join(f"{m} on {t}" for m, t in zip(single["model"], single["task"])) + ")"
+                      if len(single) else ""))
+    else:
+        out.append("whether a run predicts a single class is not recorded in these (older) results")
+    return out
+
+
 def seed_replicates(intervals: pd.DataFrame, replicates: Mapping[str, str], task: str = "BLiMP") -> list[str]:
     """Notebook 05: for each ``replicate -> original`` pair (the same mix trained with another seed), the gap
     between the two models' ``task`` accuracies set against their item intervals. The item bootstrap measures

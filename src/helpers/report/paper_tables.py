@@ -136,41 +136,88 @@ def paper_breakdown(reference: pd.DataFrame) -> pd.DataFrame:
     return paper.reset_index()
 
 
-GLUE_RUN_COLUMNS = ("model", "task", "metric", "score (%)", "CI low (%)", "CI high (%)", "dev_metric", "best_epoch",
-                    "n_train", "n_dev", "n_test", "protocol")
+GLUE_RUN_COLUMNS = ("model", "task", "metric", "score (%)", "CI low (%)", "CI high (%)", "top prediction (%)",
+                    "dev_metric", "best_epoch", "n_train", "n_dev", "n_test", "protocol")
+MAJORITY_ROW = "majority class (most frequent training label)"
+SINGLE_CLASS = "single-class predictions"
 
 
 def glue_runs_table(runs: pd.DataFrame) -> pd.DataFrame:
     """One row per fine-tuning run (:func:`helpers.evaluation.finetune.finetune_many`'s rows) with its score and the bounds of
-    its 95 % interval (bootstrap over test examples) in %, and what the run used: the dev metric, the best epoch,
-    the split sizes and the protocol (:data:`GLUE_RUN_COLUMNS`)."""
+    its 95 % interval (bootstrap over test examples) in %, the share of the test examples given the model's most
+    frequent prediction (``top prediction (%)``: 100 = one class for every example; NaN for runs cached before the
+    counts were kept), and what the run used: the dev metric, the best epoch, the split sizes and the protocol
+    (:data:`GLUE_RUN_COLUMNS`)."""
+    top = runs["top_prediction_share"] if "top_prediction_share" in runs else pd.Series(float("nan"), index=runs.index)
     out = runs.assign(**{"score (%)": 100 * runs["score"], "CI low (%)": 100 * runs["ci_low"],
-                         "CI high (%)": 100 * runs["ci_high"]})
+                         "CI high (%)": 100 * runs["ci_high"], "top prediction (%)": 100 * top.astype(float)})
     return out[list(GLUE_RUN_COLUMNS)]
 
 
-def glue_table(runs: pd.DataFrame, tasks: Sequence[str], paper: pd.DataFrame) -> pd.DataFrame:
+def single_class_note(runs: pd.DataFrame, tasks: Sequence[str]) -> str:
+    """The tasks of ``tasks`` on which one model's runs (rows of one model) predicted one class for every test
+    example (``single_class``), ``"none"``, or ``"not recorded"`` when the runs predate the predicted counts."""
+    if "single_class" not in runs or runs["single_class"].isna().any():
+        return "not recorded"
+    flagged = [t for t in tasks if bool(runs.loc[runs["task"] == t, "single_class"].any())]
+    return ", ".join(flagged) if flagged else "none"
+
+
+def glue_table(runs: pd.DataFrame, tasks: Sequence[str], paper: pd.DataFrame,
+               majority: pd.DataFrame | None = None) -> pd.DataFrame:
     """Table 7: one row per fine-tuned model of ``runs`` (:func:`helpers.evaluation.finetune.finetune_many`'s rows: ``model``,
     ``task``, ``score``, ``ci_low``, ``ci_high`` as fractions, ``protocol``), per task its score in % and
     ``"<task> 95% CI"`` (the bootstrap over test examples of the run), ``GLUE avg.`` (the unweighted mean over
     ``tasks``; no interval: the runs keep no per-example predictions to resample jointly) and ``GLUE protocol``
-    (``"standard"`` or which tasks ran the scaled protocol); then the paper's rows (``paper: <data> (100M track)``),
-    which have no intervals. Indexed by ``model``."""
+    (``"standard"`` or which tasks ran the scaled protocol) and ``single-class predictions`` (the tasks on which the
+    fine-tuned model gave every test example the same class: :func:`single_class_note`). Our rows keep the order of
+    ``runs``. With ``majority`` (:func:`helpers.evaluation.finetune.majority_baseline`), a :data:`MAJORITY_ROW` follows
+    them: the score of always predicting the most frequent training label on the same test examples. Then the
+    paper's rows (``paper: <data> (100M track)``), which have no intervals. Indexed by ``model``."""
     missing = sorted(set(tasks) - set(runs["task"]))
     if missing:
         raise ValueError(f"no fine-tuning runs for {', '.join(missing)}")
-    score = runs.pivot(index="model", columns="task", values="score")[list(tasks)] * 100
-    low = runs.pivot(index="model", columns="task", values="ci_low")[list(tasks)] * 100
-    high = runs.pivot(index="model", columns="task", values="ci_high")[list(tasks)] * 100
+    order = list(dict.fromkeys(runs["model"]))  # the caller's model order, not the alphabet
+    score = runs.pivot(index="model", columns="task", values="score").reindex(order)[list(tasks)] * 100
+    low = runs.pivot(index="model", columns="task", values="ci_low").reindex(order)[list(tasks)] * 100
+    high = runs.pivot(index="model", columns="task", values="ci_high").reindex(order)[list(tasks)] * 100
     ours = pd.DataFrame(index=score.index)
     for t in tasks:
         ours[t] = score[t]
         ours[f"{t} 95% CI"] = [ci_text(lo, hi) for lo, hi in zip(low[t], high[t])]
     ours["GLUE avg."] = score.mean(axis=1)
     ours["GLUE protocol"] = [protocol_note(runs[runs["model"] == m], tasks) or "standard" for m in ours.index]
+    ours[SINGLE_CLASS] = [single_class_note(runs[runs["model"] == m], tasks) for m in ours.index]
+    if majority is not None:
+        base = majority.set_index("task")["score"].reindex(list(tasks)) * 100
+        ours.loc[MAJORITY_ROW, list(tasks)] = base.to_numpy()
+        ours.loc[MAJORITY_ROW, "GLUE avg."] = float(base.mean())
+        ours.loc[MAJORITY_ROW, "GLUE protocol"] = "constant prediction, scored on the same test examples"
     theirs = paper.set_index("training_data")[list(tasks)]
     theirs = theirs.assign(**{"GLUE avg.": theirs.mean(axis=1), "GLUE protocol": "paper (BabyLM training files)"})
     theirs.index = [f"paper: {i} (100M track)" for i in theirs.index]
     table = pd.concat([ours, theirs])
-    table = table.fillna({f"{t} 95% CI": "" for t in tasks})
+    table = table.fillna({**{f"{t} 95% CI": "" for t in tasks}, SINGLE_CLASS: ""})
     return table.rename_axis("model")
+
+
+def retitle_panel(fig, panel: str, title: str) -> None:
+    """Give the panel of ``fig`` whose title starts with ``panel`` (e.g. the ``GLUE`` panel of
+    :func:`helpers.report.reporting.plot_ours_vs_paper`) the title ``title``; raise when there is none."""
+    axes = [ax for ax in fig.axes if ax.get_title().startswith(panel)]
+    if not axes:
+        raise ValueError(f"no panel titled {panel!r}")
+    for ax in axes:
+        ax.set_title(title)
+
+
+def glue_panel_title(cfg) -> str:
+    """``GLUE (our fine-tuning scaled: 256 training examples, 2 epochs)``: how the runs of ``cfg`` (a
+    :class:`helpers.evaluation.finetune_setup.FinetuneConfig`) differ from the paper's (all examples, 10 epochs);
+    ``GLUE`` when they do not."""
+    parts = []
+    if cfg.max_train_examples is not None:
+        parts.append(f"{cfg.max_train_examples} training examples")
+    if cfg.epochs != 10:
+        parts.append(f"{cfg.epochs} epoch{'s' if cfg.epochs != 1 else ''}")
+    return "GLUE" + (f" (our fine-tuning scaled:\n{', '.join(parts)})" if parts else "")
