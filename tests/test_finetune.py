@@ -377,3 +377,8 @@ def test_majority_baseline_is_the_constant_training_majority_on_the_reported_exa
     mrpc_share = base.loc["mrpc", "test share"]
     if base.loc["mrpc", "majority label"] == "equivalent":  # F1 of always predicting the positive class
         assert base.loc["mrpc", "score"] == pytest.approx(2 * mrpc_share / (1 + mrpc_share))
+
+
+def test_scaled_protocol_tasks_counts_mnli_mm_with_mnli():
+    scaled = ft.scaled_protocol_tasks(ALL_TASKS, finetune_config())
+    assert scaled == [t for t in ALL_TASKS if t not in WITH_TRAIN] and len(scaled) == 7 and "mnli-mm" in scaled

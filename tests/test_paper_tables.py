@@ -97,6 +97,8 @@ def test_breakdown_table_gives_each_phenomenon_its_interval():
         assert lo <= t.loc[ph, "m"] <= hi and hi - lo > 1, ph
     wide = lambda s: float(s.strip("[]").split(",")[1]) - float(s.strip("[]").split(",")[0])  # noqa: E731
     assert wide(t.loc["binding", "m 95% CI"]) > wide(t.loc["agreement", "m 95% CI"])  # fewer items, p = 0.5
+    ewok = paper_tables.breakdown_table(zero, ["m"], "ewok", "paradigm", label="domain")
+    assert ewok.columns[0] == "domain" and list(ewok["domain"]) == ["d"] and ewok.loc[0, "m"] == 100.0
     with pytest.raises(ValueError, match="no supplement"):
         paper_tables.breakdown_table(zero, ["m"], "supplement", "paradigm")
     with pytest.raises(ValueError, match="level"):
@@ -174,7 +176,23 @@ def test_glue_panel_title_says_how_the_fine_tuning_was_scaled():
     axes[0].set_title("BLiMP")
     axes[1].set_title("GLUE (no interval: mean of tasks)")
     paper_tables.retitle_panel(fig, "GLUE", title)
-    assert axes[1].get_title() == title and axes[0].get_title() == "BLiMP"
+    assert axes[1].get_title() == title + "\n(no interval: mean of tasks)" and axes[0].get_title() == "BLiMP"
     with pytest.raises(ValueError, match="no panel"):
         paper_tables.retitle_panel(fig, "EWoK", "x")
     plt.close(fig)
+
+
+def test_scale_vs_paper_counts_both_kinds_against_the_paper_models():
+    from helpers.models import decoder, ltg_bert
+
+    dec = decoder.build_decoder(dict(hidden=64, layers=2, heads=4, context=64, window=32, vocab_size=512), seed=0)
+    enc = ltg_bert.LtgBertForMaskedLM(ltg_bert.ltg_bert_config("smoke", vocab_size=512))
+    t = paper_tables.scale_vs_paper({"decoder": dec, "encoder": enc}).set_index("kind")
+    assert t.loc["decoder", "ours (parameters)"] == decoder.count_parameters(dec)
+    assert 40e6 < t.loc["decoder", "paper (parameters)"] < 42e6  # docs/methods.md: "about 41M parameters"
+    assert 97e6 < t.loc["encoder", "paper (parameters)"] < 99e6  # ~98M
+    for kind in ("decoder", "encoder"):
+        r = t.loc[kind]
+        assert r["times smaller"] == pytest.approx(r["paper (parameters)"] / r["ours (parameters)"])
+    with pytest.raises(ValueError, match="kind"):
+        paper_tables.scale_vs_paper({"other": dec})

@@ -25,7 +25,8 @@ from helpers.evaluation.classifier import _device, evaluate_examples, fit, load_
 from helpers.evaluation.finetune_setup import FinetuneConfig, TaskData, data_files, prepare_task
 import numpy as np
 
-from helpers.evaluation.glue_tasks import STANDARD, TASK_NAMES, TASKS, constant_score, majority_label, metric_interval
+from helpers.evaluation.glue_tasks import (STANDARD, TASK_NAMES, TASKS, constant_score, majority_label, metric_interval,
+                                           train_file)
 
 FINETUNE_VERSION = 3  # 2: bootstrap intervals of the reported metric; 3: predicted-class counts. Bump when a change alters results, so cached results are recomputed
 
@@ -210,6 +211,14 @@ def majority_baseline(tasks: Iterable[str], cfg: FinetuneConfig | None = None) -
     return pd.DataFrame(rows)
 
 
+def scaled_protocol_tasks(tasks: Iterable[str], cfg: FinetuneConfig | None = None) -> list[str]:
+    """The tasks of ``tasks`` (in their order) that run the scaled protocol under ``cfg``: their trained task has no
+    training file (bundled, or in ``cfg.train_dir``), so train/dev/test are carved from the validation file
+    (``mnli-mm`` counts with ``mnli``, whose model it is scored with)."""
+    cfg = cfg or FinetuneConfig()
+    return [t for t in tasks if train_file(TASKS[t].trained_as, cfg.train_dir) is None]
+
+
 def scaled_tasks(df, tasks: Sequence[str] = TASK_NAMES) -> list[str]:
     """Tasks of ``df`` (rows of :func:`finetune_all`) among ``tasks`` that ran the scaled protocol."""
     sub = df[df["task"].isin(list(tasks))]
@@ -236,4 +245,5 @@ def glue_average(df, tasks: Sequence[str] = TASK_NAMES) -> float:
 __all__ = [
     "finetune_prepared", "finetune_task", "finetune_all", "finetune_many", "result_row", "glue_average",
     "model_files_digest", "model_name", "scaled_tasks", "protocol_note", "majority_baseline",
+    "scaled_protocol_tasks",
 ]

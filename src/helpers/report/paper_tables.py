@@ -95,18 +95,22 @@ def encoder_table(zero: Mapping[tuple[str, str], Any], encoders: Sequence[str], 
     return table
 
 
-# task -> (the level its paper table breaks it down by, the paper's reference table, our table's name)
-BREAKDOWNS = {"blimp": ("phenomenon", "table4_blimp_phenomena_100m", "05_table4_blimp_phenomena"),
-              "ewok": ("paradigm", "table5_ewok_domains_100m", "05_table5_ewok_domains"),
-              "supplement": ("paradigm", "table6_supplement_100m", "05_table6_supplement")}
+# task -> (the level of our results its paper table breaks it down by, the paper's reference table, our table's
+# name, what the level is called for that task: EWoK's "paradigms" are its domains, the supplement's its tasks)
+BREAKDOWNS = {"blimp": ("phenomenon", "table4_blimp_phenomena_100m", "05_table4_blimp_phenomena", "phenomenon"),
+              "ewok": ("paradigm", "table5_ewok_domains_100m", "05_table5_ewok_domains", "domain"),
+              "supplement": ("paradigm", "table6_supplement_100m", "05_table6_supplement", "task")}
 
 
 def breakdown_table(zero: Mapping[tuple[str, str], Any], models: Sequence[str], task: str, level: str,
-                    kind: str = "encoder", confidence: float = 0.95, seed: int = 0) -> pd.DataFrame:
+                    kind: str = "encoder", confidence: float = 0.95, seed: int = 0,
+                    label: str | None = None) -> pd.DataFrame:
     """Tables 4-6: one row per ``level`` (``"phenomenon"``: BLiMP's 12 phenomena; ``"paradigm"``: EWoK's domains,
     the supplement's tasks) of ``task``, and per model its accuracy (%, the mean over the level's paradigms, as
     the summaries) and ``"<model> 95% CI"`` (:func:`helpers.evaluation.zero_shot.paradigm_mean_interval`, seeded bootstrap
-    over items stratified by paradigm), then ``pairs`` scored per model (the same for every model of one run)."""
+    over items stratified by paradigm), then ``pairs`` scored per model (the same for every model of one run).
+    The first column is named ``label`` (default ``level``; e.g. ``"domain"`` for EWoK, whose paradigms are
+    domains)."""
     if level not in ("phenomenon", "paradigm"):
         raise ValueError(f"level must be 'phenomenon' or 'paradigm', not {level!r}")
     columns: dict[str, pd.Series] = {}
@@ -116,15 +120,15 @@ def breakdown_table(zero: Mapping[tuple[str, str], Any], models: Sequence[str], 
         if par.empty:
             raise ValueError(f"{name} has no {task} results")
         acc, ci, n = {}, {}, {}
-        for label, g in par.groupby(level, sort=False):
-            acc[label] = float(g["accuracy"].mean())
-            ci[label] = ci_text(*paradigm_mean_interval(g["pairs"], g["correct"], confidence, seed=seed))
-            n[label] = int(g["pairs"].sum())
+        for key, g in par.groupby(level, sort=False):
+            acc[key] = float(g["accuracy"].mean())
+            ci[key] = ci_text(*paradigm_mean_interval(g["pairs"], g["correct"], confidence, seed=seed))
+            n[key] = int(g["pairs"].sum())
         columns[name], columns[f"{name} 95% CI"] = pd.Series(acc), pd.Series(ci)
         pairs = pd.Series(n) if pairs is None else pairs
     table = pd.DataFrame(columns).sort_index()
     table["pairs"] = pairs.reindex(table.index)
-    return table.rename_axis(level).reset_index()
+    return table.rename_axis(label or level).reset_index()
 
 
 def paper_breakdown(reference: pd.DataFrame) -> pd.DataFrame:
@@ -203,12 +207,14 @@ def glue_table(runs: pd.DataFrame, tasks: Sequence[str], paper: pd.DataFrame,
 
 def retitle_panel(fig, panel: str, title: str) -> None:
     """Give the panel of ``fig`` whose title starts with ``panel`` (e.g. the ``GLUE`` panel of
-    :func:`helpers.report.reporting.plot_ours_vs_paper`) the title ``title``; raise when there is none."""
+    :func:`helpers.report.reporting.plot_ours_vs_paper`) the title ``title``, keeping what its old title said after
+    ``panel`` (e.g. "(no interval: mean of tasks)") on a line below; raise when there is none."""
     axes = [ax for ax in fig.axes if ax.get_title().startswith(panel)]
     if not axes:
         raise ValueError(f"no panel titled {panel!r}")
     for ax in axes:
-        ax.set_title(title)
+        rest = ax.get_title()[len(panel):].strip()
+        ax.set_title(title + (f"\n{rest}" if rest else ""))
 
 
 def glue_panel_title(cfg) -> str:
@@ -221,3 +227,32 @@ def glue_panel_title(cfg) -> str:
     if cfg.epochs != 10:
         parts.append(f"{cfg.epochs} epoch{'s' if cfg.epochs != 1 else ''}")
     return "GLUE" + (f" (our fine-tuning scaled:\n{', '.join(parts)})" if parts else "")
+
+
+def scale_vs_paper(ours: Mapping[str, Any]) -> pd.DataFrame:
+    """How much smaller our models are than the paper's: per kind (``"decoder"``, ``"encoder"``) of ``ours`` (kind
+    → one of our loaded models), our parameter count, the paper model's (GPT-Neo 768 × 4 layers with a 16,384
+    vocabulary, :data:`helpers.models.decoder.PRESETS` ``berttime-paper``, built without memory on the meta device;
+    LTG-BERT base with a 16,384 vocabulary, :func:`helpers.models.ltg_bert.expected_parameters`) and the ratio."""
+    import torch
+    from transformers import GPTNeoForCausalLM
+
+    from helpers.models import decoder, ltg_bert
+
+    rows = []
+    for kind, model in ours.items():
+        if kind == "decoder":
+            with torch.device("meta"):
+                paper_model = GPTNeoForCausalLM(decoder.gpt_neo_config(decoder.PRESETS["berttime-paper"], bos_token_id=0,
+                                                                        eos_token_id=0))
+            mine, theirs = decoder.count_parameters(model), decoder.count_parameters(paper_model)
+            label = "GPT-Neo 768 × 4 layers (BERTtime Stories §5.2)"
+        elif kind == "encoder":
+            mine = ltg_bert.count_parameters(model)
+            theirs = ltg_bert.expected_parameters(ltg_bert.ltg_bert_config("base", vocab_size=16_384))
+            label = "LTG-BERT base (BERTtime Stories Table 9)"
+        else:
+            raise ValueError(f"kind must be 'decoder' or 'encoder', not {kind!r}")
+        rows.append({"kind": kind, "ours (parameters)": mine, "paper model": label, "paper (parameters)": theirs,
+                     "times smaller": theirs / mine})
+    return pd.DataFrame(rows)
