@@ -23,8 +23,10 @@ corrupted ending).
 """
 from __future__ import annotations
 
+import math
 import random
 import re
+from statistics import NormalDist
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -151,9 +153,6 @@ def share_interval(share: float, n: int, confidence: float = 0.95) -> tuple[floa
     k = share * n
     if abs(k - round(k)) < 1e-9:
         return wilson_interval(int(round(k)), n, confidence)
-    from statistics import NormalDist
-    import math
-
     z = NormalDist().inv_cdf(0.5 + confidence / 2)
     centre = (share + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(share * (1 - share) / n + z * z / (4 * n * n)) / (1 + z * z / n)

@@ -13,8 +13,11 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 import pandas as pd
+import torch
+from transformers import GPTNeoForCausalLM
 
 from helpers.evaluation.finetune import protocol_note
+from helpers.models import decoder, ltg_bert
 from helpers.evaluation.zero_shot import average_note, paradigm_mean_interval, paper_ewok_has_context
 
 ZERO_SHOT = (("blimp", "BLiMP"), ("supplement", "Supp."), ("ewok", "EWoK"))
@@ -234,11 +237,6 @@ def scale_vs_paper(ours: Mapping[str, Any]) -> pd.DataFrame:
     → one of our loaded models), our parameter count, the paper model's (GPT-Neo 768 × 4 layers with a 16,384
     vocabulary, :data:`helpers.models.decoder.PRESETS` ``berttime-paper``, built without memory on the meta device;
     LTG-BERT base with a 16,384 vocabulary, :func:`helpers.models.ltg_bert.expected_parameters`) and the ratio."""
-    import torch
-    from transformers import GPTNeoForCausalLM
-
-    from helpers.models import decoder, ltg_bert
-
     rows = []
     for kind, model in ours.items():
         if kind == "decoder":
