@@ -38,7 +38,10 @@ def test_zero_shot_sentences_follow_the_intervals():
     best_dec = [x for x in s if x.startswith("best decoder")][0]
     assert "a (55.0)" in best_dec and "do not overlap" in best_dec
     best_enc = [x for x in s if x.startswith("best encoder")][0]
-    assert "overlap (the gap may be noise)" in best_enc
+    assert "each lies within the other's interval" in best_enc  # 45 [41, 48] and 44 [40, 47]: a tie
+    assert "BLiMP is flat across the 2 encoders (mixes)" in " ".join(findings.zero_shot(_intervals(), "BLiMP",
+                                                                                        {"encoder": "mixes"}))
+    assert not any("flat across the 2 decoders" in x for x in s)  # a and b are separated
     assert findings.zero_shot(_intervals(), "GLUE") == ["no GLUE results in this run"]
 
 
@@ -140,7 +143,7 @@ def test_average_note_marks_missing_and_scaled_benchmarks():
 
     nan = float("nan")
     row = {"source": "ours", "BLiMP": 57.5, "Supp.": 53.0, "EWoK": 50.8, "GLUE": nan, "GLUE protocol": "not fine-tuned"}
-    assert average_note(row) == "over 3 of 4 benchmarks (GLUE missing)"
+    assert average_note(row) == "no average: GLUE missing"
     row.update(GLUE=45.0, **{"GLUE protocol": "scaled protocol: boolq (1 of 11 tasks)"})
     assert average_note(row) == "GLUE includes scaled protocol: boolq (1 of 11 tasks)"
     row["GLUE protocol"] = "standard"
@@ -281,3 +284,17 @@ def test_contrastive_sentences_count_wins_ties_and_chance():
     assert "(90 wins, 90 losses, 20 ties (counted half))" in tied[1]
     scored = findings.contrastive(_contrast(**{"themed factual": 0.25}))
     assert not any(x.startswith("themed suites") for x in scored)
+
+
+def test_glue_majority_counts_results_at_or_below_the_baseline():
+    runs = pd.DataFrame([
+        {"model": "a", "task": "mrpc", "score": 0.81, "ci_low": 0.77, "ci_high": 0.85, "single_class": True},
+        {"model": "b", "task": "mrpc", "score": 0.79, "ci_low": 0.74, "ci_high": 0.83, "single_class": False},
+        {"model": "a", "task": "cola", "score": 0.05, "ci_low": -0.05, "ci_high": 0.15, "single_class": False},
+        {"model": "b", "task": "cola", "score": 0.30, "ci_low": 0.20, "ci_high": 0.40, "single_class": False}])
+    majority = pd.DataFrame([{"task": "mrpc", "score": 0.81}, {"task": "cola", "score": 0.0}])
+    s = findings.glue_majority(runs, majority)
+    assert s[0].startswith("2 of 4 task × model results are at or below") and "mrpc 2 of 2" in s[0]
+    assert "1 more are above it by less than" in s[0] and "so 1 of 4 beat the baseline beyond noise (b on cola)" in s[0]
+    assert s[1] == "1 of 4 runs predict a single class for every test example (a on mrpc)"
+    assert "not recorded" in findings.glue_majority(runs.drop(columns="single_class"), majority)[1]

@@ -307,6 +307,10 @@ def test_finetune_all_caches_and_reports_mnli_mm_with_mnli_model(tiny_model_dir,
     assert (df["n_train"] == 16).all() and (df["n_test"] == 16).all() and (df["epochs_run"] == 1).all()
     assert df["score"].between(0, 1).all() and "1 epoch" in df.loc[1, "scale_note"]
     assert any("scaled-down" in s for s in logs)
+    for r in df.itertuples():  # the predicted classes are counted over the reported split
+        assert sum(r.predicted_counts) == r.n_test and len(r.predicted_counts) == TASKS[r.task].num_labels
+        assert r.top_prediction_share == max(r.predicted_counts) / r.n_test
+        assert r.single_class == (max(r.predicted_counts) == r.n_test)
     assert sum("[run ]" in s for s in logs) == 2  # mnli once, rte once
     assert not list((tmp_path / "cache").glob("*/model"))  # weights are not kept by default
 
@@ -349,3 +353,32 @@ def test_metric_interval_bootstrap():
     assert 0 <= flo < fhi <= 1
     with pytest.raises(KeyError):
         metric_interval(y, p, "bleu")
+
+
+def test_majority_baseline_is_the_constant_training_majority_on_the_reported_examples():
+    assert gt.majority_label([0, 1, 1, 2]) == 1 and gt.majority_label([2, 0]) == 0  # ties: the smallest label
+    y = [1, 0, 0, 0]
+    assert gt.constant_score(y, 0, "accuracy") == 0.75 and gt.constant_score(y, 1, "accuracy") == 0.25
+    assert gt.constant_score(y, 0, "mcc") == 0.0 and gt.constant_score(y, 0, "f1") == 0.0
+    assert gt.constant_score(y, 1, "f1") == pytest.approx(2 / 5)  # TP 1, FP 3
+    cfg = finetune_config(epochs=2, max_train_examples=64, max_eval_examples=50)
+    base = ft.majority_baseline(["rte", "mrpc", "cola", "mnli-mm"], cfg).set_index("task")
+    for task in ("rte", "mrpc", "cola", "mnli-mm"):
+        data = fs.prepare_task(task, cfg)
+        train = [e.label for e in data.train]
+        test = np.array([e.label for e in data.tests[task]])
+        label = max(set(train), key=lambda c: (train.count(c), -c))
+        row = base.loc[task]
+        assert row["majority label"] == TASKS[task].label_names[label] and row["n_test"] == len(test)
+        assert row["train share"] == pytest.approx(train.count(label) / len(train))
+        assert row["test share"] == pytest.approx(float((test == label).mean()))
+    assert base.loc["cola", "score"] == 0.0  # MCC of a constant prediction
+    assert base.loc["rte", "score"] == base.loc["rte", "test share"]  # accuracy = the label's share
+    mrpc_share = base.loc["mrpc", "test share"]
+    if base.loc["mrpc", "majority label"] == "equivalent":  # F1 of always predicting the positive class
+        assert base.loc["mrpc", "score"] == pytest.approx(2 * mrpc_share / (1 + mrpc_share))
+
+
+def test_scaled_protocol_tasks_counts_mnli_mm_with_mnli():
+    scaled = ft.scaled_protocol_tasks(ALL_TASKS, finetune_config())
+    assert scaled == [t for t in ALL_TASKS if t not in WITH_TRAIN] and len(scaled) == 7 and "mnli-mm" in scaled

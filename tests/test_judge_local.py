@@ -253,6 +253,9 @@ def test_validity_table_and_verdict():
     assert JV.separating_criteria(t) == ["creativity", "plot"]
     text = JV.verdict(t, "tiny")
     assert "creativity (100 % of 80 pairs from 20 stories" in text and "consistency (0 %" in text
+    assert "No better than chance (the interval holds one half) with: grammar (50 %" in text
+    assert "Worse than chance (upper bound below one half: it prefers the corrupted endings) with: consistency" in text
+    assert "prefers the corrupted ending beyond chance: consistency/shuffled (0 % [0, " in text
     # two stories are too few (their pairs are not independent): the pooled interval must not claim separation
     few = JV.validity_table(_fake_grades(2))
     assert not few[few.corruption == "all"].separates.any()
@@ -294,3 +297,18 @@ def test_real_smollm2_file(tmp_path):
     for c in J.CATEGORIES:
         assert 1 <= rec[c] <= 10
     assert rec["age_group"] in J.AGE_GROUPS and rec["extra"]["valid_mass"] > 0.3
+
+
+def test_share_interval_uses_the_share_not_a_rounded_count():
+    from helpers.core.stats import wilson_interval
+
+    assert JV.share_interval(16 / 24, 24) == wilson_interval(16, 24)  # a whole count: the Wilson interval
+    a, b = JV.share_interval(16.5 / 24, 24), JV.share_interval(16.75 / 24, 24)  # ties as half wins
+    assert a != b and a[0] < b[0] and a[1] < b[1]  # 0.6875 and 0.6979 no longer share [0.467, 0.820]
+    lo, hi = wilson_interval(16, 24)
+    assert a[0] > lo and a[1] > hi
+    for share in (0.0, 0.3, 16.5 / 24, 1.0):
+        lo, hi = JV.share_interval(share, 24)
+        assert lo <= share <= hi
+    with pytest.raises(ValueError):
+        JV.share_interval(1.2, 24)

@@ -43,7 +43,9 @@ def test_decoder_table_has_an_interval_beside_every_accuracy():
     assert ours["EWoK 95% CI"] == paper_tables.ci_text(summary.ci_low, summary.ci_high)
     assert math.isclose(ours["Avg."], (75 + 50 + 60) / 3)
     assert paper["source"] == "paper" and paper["BLiMP"] == 60.0 and paper["BLiMP 95% CI"] == ""  # the paper prints none
-    assert paper["stands for"] == ""
+    assert paper["stands for"] == "" and paper["paper note"] == "" and ours["paper note"] == ""
+    noted = paper_tables.decoder_table(zero, ["a"], "ours", {}, _paper(note="printed Avg. 58.8; the mean is 55.0"))
+    assert noted.iloc[1]["paper note"].startswith("printed Avg.") and noted.iloc[0]["paper note"] == ""
     assert list(t.columns[:5]) == ["source", "model", "training data", "stands for", "BLiMP"]
 
 
@@ -62,6 +64,10 @@ def test_encoder_table_marks_missing_and_scaled_glue():
     assert x["GLUE"] == 45.0 and math.isclose(x["Avg."], (60 + 55 + 50 + 45) / 4)
     assert "GLUE includes scaled protocol: boolq" in x["Avg. note"]
     assert math.isnan(y["GLUE"]) and y["GLUE protocol"] == "not fine-tuned" and "GLUE missing" in y["Avg. note"]
+    assert math.isnan(y["Avg."])  # one rule for every row: all four benchmarks or no average
+    for row in (x, y):
+        assert math.isclose(row["Avg. zero-shot"], (60 + 55 + 50) / 3)
+    assert math.isclose(paper["Avg. zero-shot"], (60 + 55 + 50) / 3) and paper["Avg."] == 58.8  # the paper's own Avg.
     assert x["stands for"] == "baby-10M" and y["stands for"] == "" and y["total words"] == 2000
     assert x["BLiMP 95% CI"].startswith("[") and paper["BLiMP 95% CI"] == ""
     assert paper["EWoK context"] == "no (organisers' pipeline)" and x["EWoK context"] == "yes"
@@ -91,6 +97,8 @@ def test_breakdown_table_gives_each_phenomenon_its_interval():
         assert lo <= t.loc[ph, "m"] <= hi and hi - lo > 1, ph
     wide = lambda s: float(s.strip("[]").split(",")[1]) - float(s.strip("[]").split(",")[0])  # noqa: E731
     assert wide(t.loc["binding", "m 95% CI"]) > wide(t.loc["agreement", "m 95% CI"])  # fewer items, p = 0.5
+    ewok = paper_tables.breakdown_table(zero, ["m"], "ewok", "paradigm", label="domain")
+    assert ewok.columns[0] == "domain" and list(ewok["domain"]) == ["d"] and ewok.loc[0, "m"] == 100.0
     with pytest.raises(ValueError, match="no supplement"):
         paper_tables.breakdown_table(zero, ["m"], "supplement", "paradigm")
     with pytest.raises(ValueError, match="level"):
@@ -131,3 +139,60 @@ def test_glue_runs_table_gives_scores_and_intervals_in_percent():
     assert tuple(t.columns) == paper_tables.GLUE_RUN_COLUMNS
     assert (t.loc[0, "score (%)"], t.loc[0, "CI low (%)"], t.loc[0, "CI high (%)"]) == (10.0, 2.0, 20.0)
     assert "score (%)" not in runs.columns  # the runs are left as they were
+
+
+def test_glue_table_keeps_the_run_order_adds_the_majority_row_and_flags_single_class_runs():
+    rows = []
+    for m, scores, single in (("zeta", (0.81, 0.0), (True, True)), ("alpha", (0.70, 0.2), (False, False))):
+        for t, sc, one in zip(("mrpc", "cola"), scores, single):
+            rows.append({"model": m, "task": t, "score": sc, "ci_low": sc - 0.05, "ci_high": sc + 0.05,
+                         "protocol": "standard", "top_prediction_share": 1.0 if one else 0.8, "single_class": one})
+    runs = pd.DataFrame(rows)
+    majority = pd.DataFrame([{"task": "mrpc", "score": 0.81}, {"task": "cola", "score": 0.0}])
+    paper = pd.DataFrame([{"table": 7, "track": "strict", "training_data": "baby-100M", "cola": 40.0, "mrpc": 80.0}])
+    t = paper_tables.glue_table(runs, ["mrpc", "cola"], paper, majority)
+    assert list(t.index[:3]) == ["zeta", "alpha", paper_tables.MAJORITY_ROW]  # the runs' order, not the alphabet
+    assert t.loc[paper_tables.MAJORITY_ROW, "mrpc"] == 81.0 and t.loc[paper_tables.MAJORITY_ROW, "cola"] == 0.0
+    assert t.loc[paper_tables.MAJORITY_ROW, "mrpc 95% CI"] == ""
+    assert t.loc["zeta", paper_tables.SINGLE_CLASS] == "mrpc, cola" and t.loc["alpha", paper_tables.SINGLE_CLASS] == "none"
+    older = runs.assign(single_class=None)
+    assert paper_tables.glue_table(older, ["mrpc", "cola"], paper).loc["zeta", paper_tables.SINGLE_CLASS] == "not recorded"
+    runs_t = paper_tables.glue_runs_table(runs.assign(metric="f1", dev_metric=0.5, best_epoch=1, n_train=8, n_dev=4,
+                                                      n_test=4))
+    assert list(runs_t["top prediction (%)"]) == [100.0, 100.0, 80.0, 80.0]
+
+
+def test_glue_panel_title_says_how_the_fine_tuning_was_scaled():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from helpers.evaluation.finetune_setup import finetune_config
+
+    title = paper_tables.glue_panel_title(finetune_config(epochs=2, max_train_examples=256))
+    assert "256 training examples" in title and "2 epochs" in title and title.startswith("GLUE")
+    assert paper_tables.glue_panel_title(finetune_config()) == "GLUE"
+    fig, axes = plt.subplots(1, 2)
+    axes[0].set_title("BLiMP")
+    axes[1].set_title("GLUE (no interval: mean of tasks)")
+    paper_tables.retitle_panel(fig, "GLUE", title)
+    assert axes[1].get_title() == title + "\n(no interval: mean of tasks)" and axes[0].get_title() == "BLiMP"
+    with pytest.raises(ValueError, match="no panel"):
+        paper_tables.retitle_panel(fig, "EWoK", "x")
+    plt.close(fig)
+
+
+def test_scale_vs_paper_counts_both_kinds_against_the_paper_models():
+    from helpers.models import decoder, ltg_bert
+
+    dec = decoder.build_decoder(dict(hidden=64, layers=2, heads=4, context=64, window=32, vocab_size=512), seed=0)
+    enc = ltg_bert.LtgBertForMaskedLM(ltg_bert.ltg_bert_config("smoke", vocab_size=512))
+    t = paper_tables.scale_vs_paper({"decoder": dec, "encoder": enc}).set_index("kind")
+    assert t.loc["decoder", "ours (parameters)"] == decoder.count_parameters(dec)
+    assert 40e6 < t.loc["decoder", "paper (parameters)"] < 42e6  # docs/methods.md: "about 41M parameters"
+    assert 97e6 < t.loc["encoder", "paper (parameters)"] < 99e6  # ~98M
+    for kind in ("decoder", "encoder"):
+        r = t.loc[kind]
+        assert r["times smaller"] == pytest.approx(r["paper (parameters)"] / r["ours (parameters)"])
+    with pytest.raises(ValueError, match="kind"):
+        paper_tables.scale_vs_paper({"other": dec})

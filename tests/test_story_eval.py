@@ -307,7 +307,8 @@ def test_instruct_scores_and_chance_baseline():
     assert s["chance_share"].tolist()[:2] == pytest.approx([0.0, 2 / 3])  # the other prompt's words
     assert s.loc[2, "n_words"] == 0 and pd.isna(s.loc[2, "share_used"])
     summ = INS.instruct_summary(s.assign(prompts="x"))
-    assert summ.loc[0, "stories scored"] == 2
+    assert summ.loc[0, "stories scored"] == 2 and summ.loc[0, "stories"] == 3
+    assert summ.loc[0, "not scored (prompt without Words:)"] == 1  # the Features-only prompt
     assert summ.loc[0, "share of required words used"] == pytest.approx(1 / 3)
     html = INS.instruct_examples_html([{"prompt": rows[0]["prompt"], "m": "Cats like hats."}], ["m"])
     assert "<b>Cats</b>" in html and "<b>hats</b>" in html and "<b>like</b>" not in html
@@ -324,3 +325,22 @@ def test_bundled_prompt_objects():
     ps = INS.bundled_instruct_prompts()
     assert len(ps) == 50 and ps[3].story_id == "bundled-3" and ps[3].prompt == "Words: meet, waffle, new\nStory:"
     assert json.loads(json.dumps([p.story_id for p in ps]))[0] == "bundled-0"
+
+
+def test_instruct_run_row_tells_the_same_spec_from_a_shorter_schedule():
+    from types import SimpleNamespace
+
+    class Blocks(list):
+        tokens = 1000
+
+        def epochs(self, steps, batch):
+            return steps * batch / len(self)
+
+    run = INS.InstructRun("m-instruct", "m", None, Blocks(range(10)), None, SimpleNamespace(dropout=0.0),
+                          SimpleNamespace(steps=300, batch_size=16, weight_decay=0.1), 5, 2, {}, None,
+                          ["config.steps: plain 3000 vs instruct 300"])
+    row = run.row()
+    assert row["same model spec as plain"] is True
+    assert row["training differences from plain"] == "steps: plain 3000 vs instruct 300"
+    run.differences = ["spec.hidden: plain 128 vs instruct 64"]
+    assert run.row()["same model spec as plain"] is False and run.row()["training differences from plain"] == "none"

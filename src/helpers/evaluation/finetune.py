@@ -23,9 +23,12 @@ from helpers.core.artifacts import fingerprint, read_json, run_step, sha256_file
 from helpers.core.parallel import run_jobs
 from helpers.evaluation.classifier import _device, evaluate_examples, fit, load_classifier
 from helpers.evaluation.finetune_setup import FinetuneConfig, TaskData, data_files, prepare_task
-from helpers.evaluation.glue_tasks import STANDARD, TASK_NAMES, TASKS, metric_interval
+import numpy as np
 
-FINETUNE_VERSION = 2  # 2: bootstrap intervals of the reported metric. Bump when a change alters results, so cached results are recomputed
+from helpers.evaluation.glue_tasks import (STANDARD, TASK_NAMES, TASKS, constant_score, majority_label, metric_interval,
+                                           train_file)
+
+FINETUNE_VERSION = 3  # 2: bootstrap intervals of the reported metric; 3: predicted-class counts. Bump when a change alters results, so cached results are recomputed
 
 
 # ============================================================================================= one task, all tasks
@@ -59,14 +62,15 @@ def finetune_prepared(model_dir: str | Path, data: TaskData, cfg: FinetuneConfig
     res = fit(model, tokenizer, data.train, data.dev, cfg, data.metric, data.num_labels, kind, progress, log,
               desc=data.task)
     device = _device(cfg)
-    reports, intervals = {}, {}
+    reports, intervals, predicted = {}, {}, {}
     for k, v in data.tests.items():  # each reported split once, with a bootstrap interval of its metric
         reports[k], y, p = evaluate_examples(model, tokenizer, v, cfg, kind, data.num_labels, device, return_predictions=True)
         intervals[k] = metric_interval(y, p, data.metrics[k], seed=cfg.seed)
+        predicted[k] = np.bincount(np.asarray(p, dtype=np.int64), minlength=data.num_labels).tolist()
     record = {
         "model": model_name(model_dir), "model_dir": str(model_dir), "kind": kind, "train_task": data.task,
         "protocol": data.protocol, "metric": data.metric, "metrics": data.metrics, "reports": reports,
-        "intervals": {k: list(v) for k, v in intervals.items()},
+        "intervals": {k: list(v) for k, v in intervals.items()}, "predicted_counts": predicted,
         "dev_metric": res.best_dev.get(data.metric), "dev": res.best_dev, "best_epoch": res.best_epoch,
         "epochs_run": res.epochs_run, "early_stopped": res.early_stopped, "steps": res.steps,
         "n_train": len(data.train), "n_dev": len(data.dev), "n_test": {k: len(v) for k, v in data.tests.items()},
@@ -89,6 +93,8 @@ def result_row(record: dict, task: str) -> dict:
     """One flat result row (the reported ``task``) from a training record."""
     m = record["metrics"][task]
     scores = record["reports"][task]
+    counts = record.get("predicted_counts", {}).get(task)  # absent in records of FINETUNE_VERSION < 3
+    top = max(counts) / sum(counts) if counts and sum(counts) else math.nan
     return {
         "model": record["model"], "task": task, "train_task": record["train_task"], "protocol": record["protocol"],
         "metric": m, "score": scores[m], "ci_low": record.get("intervals", {}).get(task, [math.nan] * 2)[0],
@@ -97,6 +103,8 @@ def result_row(record: dict, task: str) -> dict:
         "epochs_run": record["epochs_run"], "early_stopped": record["early_stopped"], "n_train": record["n_train"],
         "n_dev": record["n_dev"], "n_test": record["n_test"][task], "reported_on": record["splits"][task],
         "scale_note": record["scale_note"], "seconds": record["seconds"],
+        "predicted_counts": counts, "top_prediction_share": top,
+        "single_class": bool(top == 1.0) if top == top else None,
     }
 
 
@@ -176,6 +184,41 @@ def finetune_many(model_dirs: dict[str, str | Path], tasks: Iterable[str], cfg: 
     return df.sort_values(["model", "task"], key=lambda col: col.map(rank[col.name]), kind="stable").reset_index(drop=True)
 
 
+def majority_baseline(tasks: Iterable[str], cfg: FinetuneConfig | None = None) -> pd.DataFrame:
+    """The majority-class baseline of every task of ``tasks``: always predict the most frequent label of the
+    training examples a run of ``cfg`` trains on (:func:`helpers.evaluation.glue_tasks.majority_label`), scored with
+    the task's metric on the same evaluation examples the runs report on (same splits and subsample). One row per
+    task: ``task``, ``metric``, ``majority label`` (its name), ``train share`` and ``test share`` of that label,
+    ``score`` (a fraction, as the runs' rows; MCC of a constant prediction is 0) and ``n_test``. Reads the data
+    only (no model)."""
+    cfg = cfg or FinetuneConfig()
+    prepared: dict = {}
+    rows = []
+    for t in tasks:
+        if t not in TASKS:
+            raise ValueError(f"unknown task {t!r}; known: {', '.join(TASK_NAMES)}")
+        train_task = TASKS[t].trained_as
+        if train_task not in prepared:
+            prepared[train_task] = prepare_task(train_task, cfg)
+        data = prepared[train_task]
+        train_y = np.array([e.label for e in data.train])
+        test_y = np.array([e.label for e in data.tests[t]])
+        label = majority_label(train_y)
+        metric = data.metrics[t]
+        rows.append({"task": t, "metric": metric, "majority label": data.label_names[label],
+                     "train share": float((train_y == label).mean()), "test share": float((test_y == label).mean()),
+                     "score": constant_score(test_y, label, metric), "n_test": len(test_y)})
+    return pd.DataFrame(rows)
+
+
+def scaled_protocol_tasks(tasks: Iterable[str], cfg: FinetuneConfig | None = None) -> list[str]:
+    """The tasks of ``tasks`` (in their order) that run the scaled protocol under ``cfg``: their trained task has no
+    training file (bundled, or in ``cfg.train_dir``), so train/dev/test are carved from the validation file
+    (``mnli-mm`` counts with ``mnli``, whose model it is scored with)."""
+    cfg = cfg or FinetuneConfig()
+    return [t for t in tasks if train_file(TASKS[t].trained_as, cfg.train_dir) is None]
+
+
 def scaled_tasks(df, tasks: Sequence[str] = TASK_NAMES) -> list[str]:
     """Tasks of ``df`` (rows of :func:`finetune_all`) among ``tasks`` that ran the scaled protocol."""
     sub = df[df["task"].isin(list(tasks))]
@@ -201,5 +244,6 @@ def glue_average(df, tasks: Sequence[str] = TASK_NAMES) -> float:
 
 __all__ = [
     "finetune_prepared", "finetune_task", "finetune_all", "finetune_many", "result_row", "glue_average",
-    "model_files_digest", "model_name", "scaled_tasks", "protocol_note",
+    "model_files_digest", "model_name", "scaled_tasks", "protocol_note", "majority_baseline",
+    "scaled_protocol_tasks",
 ]

@@ -277,6 +277,22 @@ def mcc(y_true, y_pred) -> float:
 METRICS: dict[str, Callable[[Any, Any], float]] = {"accuracy": accuracy, "f1": f1_binary, "mcc": mcc}
 
 
+def majority_label(labels) -> int:
+    """The most frequent label of ``labels`` (the smallest one on a tie)."""
+    y = np.asarray(labels, dtype=np.int64).ravel()
+    if y.size == 0:
+        raise ValueError("no labels")
+    return int(np.argmax(np.bincount(y)))
+
+
+def constant_score(y_true, label: int, metric: str) -> float:
+    """``metric`` (a key of :data:`METRICS`) of predicting ``label`` for every example of ``y_true``: the
+    majority-class baseline when ``label`` is the training set's :func:`majority_label` (accuracy = the label's
+    share, F1 of the positive class 0 unless it is positive, MCC 0 by definition)."""
+    y = np.asarray(y_true, dtype=np.int64).ravel()
+    return METRICS[metric](y, np.full_like(y, int(label)))
+
+
 def score_all(y_true, y_pred, num_labels: int) -> dict[str, float]:
     """Accuracy always; F1 (positive class) and MCC for binary tasks; macro-F1 and MCC for multi-class."""
     out = {"accuracy": accuracy(y_true, y_pred), "mcc": mcc(y_true, y_pred)}
@@ -299,5 +315,6 @@ def metric_interval(y_true, y_pred, metric: str, confidence: float = 0.95, n_boo
 __all__ = [
     "TASKS", "TASK_NAMES", "TaskSpec", "Example", "STANDARD", "SCALED", "render", "read_rows", "train_file",
     "load_examples", "carve_splits", "subsample", "accuracy", "f1_binary", "mcc", "METRICS", "score_all",
+    "majority_label", "constant_score",
     "metric_interval",
 ]

@@ -250,15 +250,16 @@ def interval_table(results: Mapping[tuple[str, str], "EvalResult"], chance: floa
 
 
 def average_note(row: Mapping[str, Any], benchmarks: Sequence[str] = ("BLiMP", "Supp.", "EWoK", "GLUE")) -> str:
-    """What an average over ``benchmarks`` in a row of ours (``source`` not "paper") leaves out or scales: "over 3
-    of 4 benchmarks (GLUE missing)" when some are absent, and "GLUE includes <protocol>" when GLUE ran a scaled
-    protocol (its ``GLUE protocol`` column). Paper rows keep the paper's own average: empty note."""
+    """What the average over ``benchmarks`` of a row of ours (``source`` not "paper") needs beside it. The average is
+    taken only over all of them (one rule for our rows and the paper's, whose average is blank when a benchmark is
+    missing), so a row missing some says "no average: GLUE missing"; a row with GLUE from a scaled protocol (its
+    ``GLUE protocol`` column) says "GLUE includes <protocol>". Paper rows keep the paper's own average: empty note."""
     if row.get("source") == "paper":
         return ""
     missing = [b for b in benchmarks if row.get(b) is None or (isinstance(row.get(b), float) and math.isnan(row[b]))]
     parts = []
     if missing and len(missing) < len(benchmarks):
-        parts.append(f"over {len(benchmarks) - len(missing)} of {len(benchmarks)} benchmarks ({', '.join(missing)} missing)")
+        parts.append(f"no average: {', '.join(missing)} missing")
     protocol = row.get("GLUE protocol") or ""
     if "GLUE" not in missing and protocol not in ("", "standard", "not fine-tuned"):
         parts.append("GLUE includes " + protocol)

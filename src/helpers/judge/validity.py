@@ -12,16 +12,21 @@ ones (:data:`CORRUPTIONS`):
 
 For every criterion (grammar, creativity, consistency, plot, and the age group's expectation, A = 1 ... F = 6) and
 corruption, the statistic is the share of pairs where the real ending gets the higher expected grade (ties count
-one half), with a 95 % Wilson interval over pairs (ties rounded down).  A criterion *separates* when the share
+one half), with a 95 % Wilson interval over pairs (:func:`share_interval`: the share itself, ties as half a win,
+never a rounded count, so two different shares never get one interval).  A criterion *separates* when the share
 over all four corruptions has the lower bound of its 95 % interval above one half; that pooled interval counts
 stories, not pairs (a story's four pairs share one real ending, so they are not independent): the wider of a
-Wilson interval over stories (each story's share of wins, summed) and a seeded bootstrap over stories.  Models are then graded only with
-the criteria that separate (:func:`separating_criteria`).
+Wilson interval over stories (each story's share of wins) and a seeded bootstrap over stories.  Models are then graded only with
+the criteria that separate (:func:`separating_criteria`); :func:`verdict` tells a criterion no better than chance
+(its interval holds one half) from one worse than chance (the upper bound below one half: the judge prefers the
+corrupted ending).
 """
 from __future__ import annotations
 
+import math
 import random
 import re
+from statistics import NormalDist
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -139,12 +144,27 @@ def pair_outcomes(graded, criteria: Sequence[str] = VALIDITY_CRITERIA):
     return pd.DataFrame(rows, columns=["pair", "corruption", "criterion", "real", "corrupted", "win"])
 
 
+def share_interval(share: float, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of a share of ``n`` trials that may count ties as half a success (``share`` need not
+    be a multiple of ``1 / n``); for a whole count ``k`` it is :func:`helpers.core.stats.wilson_interval` of
+    ``k, n``."""
+    if n <= 0 or not 0.0 <= share <= 1.0:
+        raise ValueError(f"need 0 <= share <= 1 and n > 0, got share={share}, n={n}")
+    k = share * n
+    if abs(k - round(k)) < 1e-9:
+        return wilson_interval(int(round(k)), n, confidence)
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)
+    centre = (share + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(share * (1 - share) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, min(share, centre - half)), min(1.0, max(share, centre + half))
+
+
 def validity_table(graded, criteria: Sequence[str] = VALIDITY_CRITERIA, confidence: float = 0.95,
                    samples: int = 2000, seed: int = 0):
     """Per criterion and corruption (and ``all`` corruptions): pairs, share where the real ending wins (ties half),
     its interval, mean grade difference (real - corrupted) and ``separates`` (lower bound > 0.5).  Per corruption:
-    Wilson interval over pairs (ties rounded down, so the bound is conservative); ``all``: the wider of a Wilson
-    interval over stories and a bootstrap over stories."""
+    Wilson interval over pairs (:func:`share_interval` of the share, ties as half a win); ``all``: the wider of a
+    Wilson interval over stories and a bootstrap over stories."""
 
     out = pair_outcomes(graded, criteria)
     rows = []
@@ -156,10 +176,10 @@ def validity_table(graded, criteria: Sequence[str] = VALIDITY_CRITERIA, confiden
             if n == 0:
                 continue
             share = float(sub["win"].mean())
-            lo, hi = wilson_interval(int(np.floor(sub["win"].sum())), n, confidence)
+            lo, hi = share_interval(share, n, confidence)
             if kind == "all":  # a story's pairs share its real ending: count stories, not pairs, and keep the wider
                 per_story = sub.groupby("pair")["win"].mean().to_numpy()
-                lo, hi = wilson_interval(int(np.floor(per_story.sum())), len(per_story), confidence)
+                lo, hi = share_interval(float(per_story.mean()), len(per_story), confidence)
                 blo, bhi = mean_interval(per_story, confidence, samples, seed)
                 lo, hi = min(lo, blo), max(hi, bhi)
             rows.append({"criterion": c, "corruption": kind, "pairs": n, "stories": int(sub["pair"].nunique()),
@@ -177,20 +197,34 @@ def separating_criteria(table, criteria: Sequence[str] = ("grammar", "creativity
 
 
 def verdict(table, judge_name: str) -> str:
-    """A sentence, computed from ``table``, saying which criteria the judge separates and which it does not."""
+    """A sentence, computed from ``table``, saying which criteria the judge separates, which are no better than
+    chance (the pooled interval holds one half) and which are worse than chance (its upper bound is below one half:
+    the judge prefers the corrupted endings), and the criterion/corruption cells on either side of chance."""
     allc = table[table.corruption == "all"].set_index("criterion")
-    parts_yes, parts_no = [], []
+    parts: dict[str, list[str]] = {"yes": [], "chance": [], "worse": []}
     for c, r in allc.iterrows():
         s = (f"{c} ({100 * r['real wins']:.0f} % of {int(r['pairs'])} pairs from {int(r['stories'])} stories, 95 % "
-             f"interval {100 * r['low']:.0f}-{100 * r['high']:.0f} %)")
-        (parts_yes if r["separates"] else parts_no).append(s)
-    yes = "; ".join(parts_yes) if parts_yes else "no criterion"
-    no = "; ".join(parts_no) if parts_no else "none"
-    per = table[(table.corruption != "all") & table.separates]
+             f"interval {100 * r['low']:.1f}-{100 * r['high']:.1f} %)")
+        parts["yes" if r["separates"] else "worse" if r["high"] < 0.5 else "chance"].append(s)
+    yes = "; ".join(parts["yes"]) if parts["yes"] else "no criterion"
+    text = (f"The judge {judge_name} separates real from corrupted endings (lower 95 % bound of the share above "
+            f"one half, all corruptions pooled) with: {yes}.")
+    if parts["chance"]:
+        text += f" No better than chance (the interval holds one half) with: {'; '.join(parts['chance'])}."
+    if parts["worse"]:
+        text += (f" Worse than chance (upper bound below one half: it prefers the corrupted endings) with: "
+                 f"{'; '.join(parts['worse'])}.")
+    cells = table[table.corruption != "all"]
+    per = cells[cells.separates]
     caught = ", ".join(f"{c}/{k}" for c, k in zip(per.criterion, per.corruption)) or "none"
-    return (f"The judge {judge_name} separates real from corrupted endings (lower 95 % bound of the share above "
-            f"one half, all corruptions pooled) with: {yes}. It does not with: {no}. Criterion/corruption cells "
-            f"separated on their own: {caught}.")
+    text += f" Criterion/corruption cells separated on their own: {caught}."
+    worse = cells[cells["high"] < 0.5]
+    if len(worse):
+        text += (" Cells where the judge prefers the corrupted ending beyond chance: "
+                 + ", ".join(f"{c}/{k} ({100 * w:.0f} % [{100 * lo:.0f}, {100 * hi:.0f}])"
+                             for c, k, w, lo, hi in zip(worse.criterion, worse.corruption, worse["real wins"],
+                                                        worse["low"], worse["high"])) + ".")
+    return text
 
 
 def grade_interval_table(grades, criteria: Sequence[str], by: Sequence[str] = ("model", "decoding"),

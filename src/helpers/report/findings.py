@@ -22,9 +22,12 @@ def _separated(a: pd.Series, b: pd.Series) -> bool:
     return bool(a["ci_low"] > b["ci_high"] or b["ci_low"] > a["ci_high"])
 
 
-def zero_shot(intervals: pd.DataFrame, task: str = "BLiMP") -> list[str]:
+def zero_shot(intervals: pd.DataFrame, task: str = "BLiMP", across: Mapping[str, str] | None = None) -> list[str]:
     """Notebook 05: per model, is ``task`` above chance; per kind (decoder/encoder), is the best model separated from
-    the next one. ``intervals`` has columns kind, model, task, pairs, accuracy, ci_low, ci_high."""
+    the next one (or does each lie within the other's interval: a tie), and is ``task`` flat across the kind's
+    models (no two of their intervals separated; ``across`` names what the models of a kind vary, e.g.
+    ``{"decoder": "training budgets"}``). ``intervals`` has columns kind, model, task, pairs, accuracy, ci_low,
+    ci_high."""
     part = intervals[intervals.task == task]
     if part.empty:
         return [f"no {task} results in this run"]
@@ -39,8 +42,44 @@ def zero_shot(intervals: pd.DataFrame, task: str = "BLiMP") -> list[str]:
         ranked = group.sort_values("accuracy", ascending=False)
         best, second = ranked.iloc[0], ranked.iloc[1]
         out.append(f"best {kind}: {best.model} ({best.accuracy:.1f}); next {second.model} ({second.accuracy:.1f}): "
-                   + ("the intervals do not overlap (a real difference)" if _separated(best, second)
-                      else "the intervals overlap (the gap may be noise)"))
+                   + _compare(best, second, "accuracy"))
+        rows = [r for _, r in group.iterrows()]
+        if not any(_separated(x, y) for i, x in enumerate(rows) for y in rows[i + 1:]):
+            what = f" ({across[kind]})" if across and kind in across else ""
+            out.append(f"{task} is flat across the {len(rows)} {kind}s{what}: no two of their 95 % intervals are "
+                       f"separated (range {group.accuracy.min():.1f}-{group.accuracy.max():.1f})")
+    return out
+
+
+def glue_majority(runs: pd.DataFrame, majority: pd.DataFrame) -> list[str]:
+    """Notebook 05: how many task × model fine-tuning results are at or below the majority-class baseline (always
+    predicting the most frequent training label, scored on the same test examples), how many of those have the
+    baseline inside their 95 % interval, which tasks they are, and how many runs predicted one class for every test
+    example. ``runs``: :func:`helpers.evaluation.finetune.finetune_many`'s rows (``model``, ``task``, ``score``,
+    ``ci_low``, ``ci_high``, optionally ``single_class``); ``majority``: :func:`helpers.evaluation.finetune.majority_baseline`."""
+    base = majority.set_index("task")["score"]
+    part = runs[runs["task"].isin(base.index)]
+    if part.empty:
+        return ["no fine-tuning results to set against the majority-class baseline"]
+    b = part["task"].map(base)
+    at_or_below = part[part["score"] <= b + 1e-12]
+    above = part[part["score"] > b + 1e-12]
+    within = above[above["ci_low"] <= above["task"].map(base)]
+    beyond = above.drop(index=within.index)
+    counts = [(t, int(at_or_below["task"].eq(t).sum()), int(part["task"].eq(t).sum())) for t in base.index]
+    out = [f"{len(at_or_below)} of {len(part)} task × model results are at or below the majority-class baseline "
+           f"(always the most frequent training label, same test examples)"
+           + (": " + ", ".join(f"{t} {k} of {n}" for t, k, n in counts if k) if len(at_or_below) else "")
+           + f"; {len(within)} more are above it by less than their 95 % interval allows (the baseline lies inside it), "
+           f"so {len(beyond)} of {len(part)} beat the baseline beyond noise"
+           + (" (" + ", ".join(f"{m} on {t}" for m, t in zip(beyond["model"], beyond["task"])) + ")" if len(beyond) else "")]
+    if "single_class" in part and part["single_class"].notna().all():
+        single = part[part["single_class"].astype(bool)]
+        out.append(f"{len(single)} of {len(part)} runs predict a single class for every test example"
+                   + (" (" + ", ".join(f"{m} on {t}" for m, t in zip(single["model"], single["task"])) + ")"
+                      if len(single) else ""))
+    else:
+        out.append("whether a run predicts a single class is not recorded in these (older) results")
     return out
 
 

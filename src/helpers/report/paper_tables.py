@@ -13,13 +13,17 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 import pandas as pd
+import torch
+from transformers import GPTNeoForCausalLM
 
 from helpers.evaluation.finetune import protocol_note
+from helpers.models import decoder, ltg_bert
 from helpers.evaluation.zero_shot import average_note, paradigm_mean_interval, paper_ewok_has_context
 
 ZERO_SHOT = (("blimp", "BLiMP"), ("supplement", "Supp."), ("ewok", "EWoK"))
 PAPER_COLUMNS = {"training_data": "training data", "total_words": "total words", "blimp": "BLiMP",
-                 "supplement": "Supp.", "ewok": "EWoK", "glue": "GLUE", "average": "Avg."}
+                 "supplement": "Supp.", "ewok": "EWoK", "glue": "GLUE", "average": "Avg.", "note": "paper note"}
+ZERO_SHOT_AVERAGE = "Avg. zero-shot"  # BLiMP, Supp., EWoK: a column every row with the three has
 
 
 def ci_text(low: float, high: float) -> str:
@@ -45,7 +49,7 @@ def zero_shot_cells(result) -> dict[str, Any]:
 def _with_paper(ours: pd.DataFrame, paper: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
     theirs = paper.rename(columns=PAPER_COLUMNS).assign(source="paper")
     table = pd.concat([ours, theirs[[c for c in columns if c in theirs.columns]]], ignore_index=True)
-    text = [c for c in table.columns if c.endswith("95% CI") or c in ("stands for", "GLUE protocol")]
+    text = [c for c in table.columns if c.endswith("95% CI") or c in ("stands for", "GLUE protocol", "paper note")]
     return table.fillna({c: "" for c in text})
 
 
@@ -53,16 +57,17 @@ def decoder_table(zero: Mapping[tuple[str, str], Any], decoders: Sequence[str], 
                   stands_for: Mapping[str, str], paper: pd.DataFrame) -> pd.DataFrame:
     """Table 1: one row per decoder (``zero[("decoder", name)]``), ``stands for`` the paper's budget it scales
     (e.g. ``1.25M``), BLiMP / Supp. / EWoK with intervals and their average with its interval; then the paper's
-    rows."""
+    rows, with the reference file's ``note`` as ``paper note`` (e.g. where the printed Avg. is not the mean of the
+    three printed columns: Table 1's 10M and 25M rows)."""
     rows = []
     for name in decoders:
         res = zero[("decoder", name)]
         o = res.overall.iloc[0]
         rows.append({"source": source, "model": "GPT-Neo", "training data": name, "stands for": stands_for.get(name, ""),
                      **zero_shot_cells(res), "Avg.": float(o["average"]),
-                     "Avg. 95% CI": ci_text(o["average_ci_low"], o["average_ci_high"])})
+                     "Avg. 95% CI": ci_text(o["average_ci_low"], o["average_ci_high"]), "paper note": ""})
     return _with_paper(pd.DataFrame(rows), paper,
-                       ["source", "model", "training data", "BLiMP", "Supp.", "EWoK", "Avg."])
+                       ["source", "model", "training data", "BLiMP", "Supp.", "EWoK", "Avg.", "paper note"])
 
 
 def encoder_table(zero: Mapping[tuple[str, str], Any], encoders: Sequence[str], source: str,
@@ -70,9 +75,11 @@ def encoder_table(zero: Mapping[tuple[str, str], Any], encoders: Sequence[str], 
                   glue_protocol: Mapping[str, str], paper: pd.DataFrame) -> pd.DataFrame:
     """Table 2 (or 3): one row per encoder (``zero[("encoder", name)]``) with its zero-shot accuracies and
     intervals, its GLUE average (NaN when not fine-tuned) and the GLUE protocol (``"standard"``, a scaled-protocol
-    note, or ``"not fine-tuned"``), ``Avg.`` over the benchmarks the row has and an ``Avg. note`` that says which
-    are missing or scaled; then the paper's rows, with ``EWoK context`` saying where a published EWoK number was
-    computed without the item's context (the organisers' pipeline)."""
+    note, or ``"not fine-tuned"``), ``Avg.`` over all four benchmarks (NaN when one is missing, as in the paper's
+    rows: one rule for every row) and an ``Avg. note`` that says which is missing or scaled; then the paper's rows.
+    Every row (ours and the paper's) also has ``Avg. zero-shot``, the mean of BLiMP, Supp. and EWoK (NaN where one
+    of them is not printed), and ``EWoK context`` says where a published EWoK number was computed without the
+    item's context (the organisers' pipeline)."""
     rows = []
     for name in encoders:
         rows.append({"source": source, "model": "LTG-BERT", "training data": name,
@@ -80,9 +87,10 @@ def encoder_table(zero: Mapping[tuple[str, str], Any], encoders: Sequence[str], 
                      **zero_shot_cells(zero[("encoder", name)]), "GLUE": glue_avg.get(name, float("nan")),
                      "GLUE protocol": glue_protocol.get(name, "not fine-tuned") or "standard"})
     ours = pd.DataFrame(rows)
-    ours["Avg."] = ours[["BLiMP", "Supp.", "EWoK", "GLUE"]].mean(axis=1)  # over the benchmarks this row has
+    ours["Avg."] = ours[["BLiMP", "Supp.", "EWoK", "GLUE"]].mean(axis=1, skipna=False)  # all four, or none
     table = _with_paper(ours, paper, ["source", "model", "training data", "total words", "BLiMP", "Supp.", "EWoK",
                                       "GLUE", "Avg."])
+    table[ZERO_SHOT_AVERAGE] = table[[label for _, label in ZERO_SHOT]].mean(axis=1, skipna=False)
     records = table.to_dict("records")
     table["Avg. note"] = [average_note(r) for r in records]
     table["EWoK context"] = ["no (organisers' pipeline)" if r["source"] == "paper" and not paper_ewok_has_context(r)
@@ -90,18 +98,22 @@ def encoder_table(zero: Mapping[tuple[str, str], Any], encoders: Sequence[str], 
     return table
 
 
-# task -> (the level its paper table breaks it down by, the paper's reference table, our table's name)
-BREAKDOWNS = {"blimp": ("phenomenon", "table4_blimp_phenomena_100m", "05_table4_blimp_phenomena"),
-              "ewok": ("paradigm", "table5_ewok_domains_100m", "05_table5_ewok_domains"),
-              "supplement": ("paradigm", "table6_supplement_100m", "05_table6_supplement")}
+# task -> (the level of our results its paper table breaks it down by, the paper's reference table, our table's
+# name, what the level is called for that task: EWoK's "paradigms" are its domains, the supplement's its tasks)
+BREAKDOWNS = {"blimp": ("phenomenon", "table4_blimp_phenomena_100m", "05_table4_blimp_phenomena", "phenomenon"),
+              "ewok": ("paradigm", "table5_ewok_domains_100m", "05_table5_ewok_domains", "domain"),
+              "supplement": ("paradigm", "table6_supplement_100m", "05_table6_supplement", "task")}
 
 
 def breakdown_table(zero: Mapping[tuple[str, str], Any], models: Sequence[str], task: str, level: str,
-                    kind: str = "encoder", confidence: float = 0.95, seed: int = 0) -> pd.DataFrame:
+                    kind: str = "encoder", confidence: float = 0.95, seed: int = 0,
+                    label: str | None = None) -> pd.DataFrame:
     """Tables 4-6: one row per ``level`` (``"phenomenon"``: BLiMP's 12 phenomena; ``"paradigm"``: EWoK's domains,
     the supplement's tasks) of ``task``, and per model its accuracy (%, the mean over the level's paradigms, as
     the summaries) and ``"<model> 95% CI"`` (:func:`helpers.evaluation.zero_shot.paradigm_mean_interval`, seeded bootstrap
-    over items stratified by paradigm), then ``pairs`` scored per model (the same for every model of one run)."""
+    over items stratified by paradigm), then ``pairs`` scored per model (the same for every model of one run).
+    The first column is named ``label`` (default ``level``; e.g. ``"domain"`` for EWoK, whose paradigms are
+    domains)."""
     if level not in ("phenomenon", "paradigm"):
         raise ValueError(f"level must be 'phenomenon' or 'paradigm', not {level!r}")
     columns: dict[str, pd.Series] = {}
@@ -111,15 +123,15 @@ def breakdown_table(zero: Mapping[tuple[str, str], Any], models: Sequence[str], 
         if par.empty:
             raise ValueError(f"{name} has no {task} results")
         acc, ci, n = {}, {}, {}
-        for label, g in par.groupby(level, sort=False):
-            acc[label] = float(g["accuracy"].mean())
-            ci[label] = ci_text(*paradigm_mean_interval(g["pairs"], g["correct"], confidence, seed=seed))
-            n[label] = int(g["pairs"].sum())
+        for key, g in par.groupby(level, sort=False):
+            acc[key] = float(g["accuracy"].mean())
+            ci[key] = ci_text(*paradigm_mean_interval(g["pairs"], g["correct"], confidence, seed=seed))
+            n[key] = int(g["pairs"].sum())
         columns[name], columns[f"{name} 95% CI"] = pd.Series(acc), pd.Series(ci)
         pairs = pd.Series(n) if pairs is None else pairs
     table = pd.DataFrame(columns).sort_index()
     table["pairs"] = pairs.reindex(table.index)
-    return table.rename_axis(level).reset_index()
+    return table.rename_axis(label or level).reset_index()
 
 
 def paper_breakdown(reference: pd.DataFrame) -> pd.DataFrame:
@@ -131,41 +143,114 @@ def paper_breakdown(reference: pd.DataFrame) -> pd.DataFrame:
     return paper.reset_index()
 
 
-GLUE_RUN_COLUMNS = ("model", "task", "metric", "score (%)", "CI low (%)", "CI high (%)", "dev_metric", "best_epoch",
-                    "n_train", "n_dev", "n_test", "protocol")
+GLUE_RUN_COLUMNS = ("model", "task", "metric", "score (%)", "CI low (%)", "CI high (%)", "top prediction (%)",
+                    "dev_metric", "best_epoch", "n_train", "n_dev", "n_test", "protocol")
+MAJORITY_ROW = "majority class (most frequent training label)"
+SINGLE_CLASS = "single-class predictions"
 
 
 def glue_runs_table(runs: pd.DataFrame) -> pd.DataFrame:
     """One row per fine-tuning run (:func:`helpers.evaluation.finetune.finetune_many`'s rows) with its score and the bounds of
-    its 95 % interval (bootstrap over test examples) in %, and what the run used: the dev metric, the best epoch,
-    the split sizes and the protocol (:data:`GLUE_RUN_COLUMNS`)."""
+    its 95 % interval (bootstrap over test examples) in %, the share of the test examples given the model's most
+    frequent prediction (``top prediction (%)``: 100 = one class for every example; NaN for runs cached before the
+    counts were kept), and what the run used: the dev metric, the best epoch, the split sizes and the protocol
+    (:data:`GLUE_RUN_COLUMNS`)."""
+    top = runs["top_prediction_share"] if "top_prediction_share" in runs else pd.Series(float("nan"), index=runs.index)
     out = runs.assign(**{"score (%)": 100 * runs["score"], "CI low (%)": 100 * runs["ci_low"],
-                         "CI high (%)": 100 * runs["ci_high"]})
+                         "CI high (%)": 100 * runs["ci_high"], "top prediction (%)": 100 * top.astype(float)})
     return out[list(GLUE_RUN_COLUMNS)]
 
 
-def glue_table(runs: pd.DataFrame, tasks: Sequence[str], paper: pd.DataFrame) -> pd.DataFrame:
+def single_class_note(runs: pd.DataFrame, tasks: Sequence[str]) -> str:
+    """The tasks of ``tasks`` on which one model's runs (rows of one model) predicted one class for every test
+    example (``single_class``), ``"none"``, or ``"not recorded"`` when the runs predate the predicted counts."""
+    if "single_class" not in runs or runs["single_class"].isna().any():
+        return "not recorded"
+    flagged = [t for t in tasks if bool(runs.loc[runs["task"] == t, "single_class"].any())]
+    return ", ".join(flagged) if flagged else "none"
+
+
+def glue_table(runs: pd.DataFrame, tasks: Sequence[str], paper: pd.DataFrame,
+               majority: pd.DataFrame | None = None) -> pd.DataFrame:
     """Table 7: one row per fine-tuned model of ``runs`` (:func:`helpers.evaluation.finetune.finetune_many`'s rows: ``model``,
     ``task``, ``score``, ``ci_low``, ``ci_high`` as fractions, ``protocol``), per task its score in % and
     ``"<task> 95% CI"`` (the bootstrap over test examples of the run), ``GLUE avg.`` (the unweighted mean over
     ``tasks``; no interval: the runs keep no per-example predictions to resample jointly) and ``GLUE protocol``
-    (``"standard"`` or which tasks ran the scaled protocol); then the paper's rows (``paper: <data> (100M track)``),
-    which have no intervals. Indexed by ``model``."""
+    (``"standard"`` or which tasks ran the scaled protocol) and ``single-class predictions`` (the tasks on which the
+    fine-tuned model gave every test example the same class: :func:`single_class_note`). Our rows keep the order of
+    ``runs``. With ``majority`` (:func:`helpers.evaluation.finetune.majority_baseline`), a :data:`MAJORITY_ROW` follows
+    them: the score of always predicting the most frequent training label on the same test examples. Then the
+    paper's rows (``paper: <data> (100M track)``), which have no intervals. Indexed by ``model``."""
     missing = sorted(set(tasks) - set(runs["task"]))
     if missing:
         raise ValueError(f"no fine-tuning runs for {', '.join(missing)}")
-    score = runs.pivot(index="model", columns="task", values="score")[list(tasks)] * 100
-    low = runs.pivot(index="model", columns="task", values="ci_low")[list(tasks)] * 100
-    high = runs.pivot(index="model", columns="task", values="ci_high")[list(tasks)] * 100
+    order = list(dict.fromkeys(runs["model"]))  # the caller's model order, not the alphabet
+    score = runs.pivot(index="model", columns="task", values="score").reindex(order)[list(tasks)] * 100
+    low = runs.pivot(index="model", columns="task", values="ci_low").reindex(order)[list(tasks)] * 100
+    high = runs.pivot(index="model", columns="task", values="ci_high").reindex(order)[list(tasks)] * 100
     ours = pd.DataFrame(index=score.index)
     for t in tasks:
         ours[t] = score[t]
         ours[f"{t} 95% CI"] = [ci_text(lo, hi) for lo, hi in zip(low[t], high[t])]
     ours["GLUE avg."] = score.mean(axis=1)
     ours["GLUE protocol"] = [protocol_note(runs[runs["model"] == m], tasks) or "standard" for m in ours.index]
+    ours[SINGLE_CLASS] = [single_class_note(runs[runs["model"] == m], tasks) for m in ours.index]
+    if majority is not None:
+        base = majority.set_index("task")["score"].reindex(list(tasks)) * 100
+        ours.loc[MAJORITY_ROW, list(tasks)] = base.to_numpy()
+        ours.loc[MAJORITY_ROW, "GLUE avg."] = float(base.mean())
+        ours.loc[MAJORITY_ROW, "GLUE protocol"] = "constant prediction, scored on the same test examples"
     theirs = paper.set_index("training_data")[list(tasks)]
     theirs = theirs.assign(**{"GLUE avg.": theirs.mean(axis=1), "GLUE protocol": "paper (BabyLM training files)"})
     theirs.index = [f"paper: {i} (100M track)" for i in theirs.index]
     table = pd.concat([ours, theirs])
-    table = table.fillna({f"{t} 95% CI": "" for t in tasks})
+    table = table.fillna({**{f"{t} 95% CI": "" for t in tasks}, SINGLE_CLASS: ""})
     return table.rename_axis("model")
+
+
+def retitle_panel(fig, panel: str, title: str) -> None:
+    """Give the panel of ``fig`` whose title starts with ``panel`` (e.g. the ``GLUE`` panel of
+    :func:`helpers.report.reporting.plot_ours_vs_paper`) the title ``title``, keeping what its old title said after
+    ``panel`` (e.g. "(no interval: mean of tasks)") on a line below; raise when there is none."""
+    axes = [ax for ax in fig.axes if ax.get_title().startswith(panel)]
+    if not axes:
+        raise ValueError(f"no panel titled {panel!r}")
+    for ax in axes:
+        rest = ax.get_title()[len(panel):].strip()
+        ax.set_title(title + (f"\n{rest}" if rest else ""))
+
+
+def glue_panel_title(cfg) -> str:
+    """``GLUE (our fine-tuning scaled: 256 training examples, 2 epochs)``: how the runs of ``cfg`` (a
+    :class:`helpers.evaluation.finetune_setup.FinetuneConfig`) differ from the paper's (all examples, 10 epochs);
+    ``GLUE`` when they do not."""
+    parts = []
+    if cfg.max_train_examples is not None:
+        parts.append(f"{cfg.max_train_examples} training examples")
+    if cfg.epochs != 10:
+        parts.append(f"{cfg.epochs} epoch{'s' if cfg.epochs != 1 else ''}")
+    return "GLUE" + (f" (our fine-tuning scaled:\n{', '.join(parts)})" if parts else "")
+
+
+def scale_vs_paper(ours: Mapping[str, Any]) -> pd.DataFrame:
+    """How much smaller our models are than the paper's: per kind (``"decoder"``, ``"encoder"``) of ``ours`` (kind
+    → one of our loaded models), our parameter count, the paper model's (GPT-Neo 768 × 4 layers with a 16,384
+    vocabulary, :data:`helpers.models.decoder.PRESETS` ``berttime-paper``, built without memory on the meta device;
+    LTG-BERT base with a 16,384 vocabulary, :func:`helpers.models.ltg_bert.expected_parameters`) and the ratio."""
+    rows = []
+    for kind, model in ours.items():
+        if kind == "decoder":
+            with torch.device("meta"):
+                paper_model = GPTNeoForCausalLM(decoder.gpt_neo_config(decoder.PRESETS["berttime-paper"], bos_token_id=0,
+                                                                        eos_token_id=0))
+            mine, theirs = decoder.count_parameters(model), decoder.count_parameters(paper_model)
+            label = "GPT-Neo 768 × 4 layers (BERTtime Stories §5.2)"
+        elif kind == "encoder":
+            mine = ltg_bert.count_parameters(model)
+            theirs = ltg_bert.expected_parameters(ltg_bert.ltg_bert_config("base", vocab_size=16_384))
+            label = "LTG-BERT base (BERTtime Stories Table 9)"
+        else:
+            raise ValueError(f"kind must be 'decoder' or 'encoder', not {kind!r}")
+        rows.append({"kind": kind, "ours (parameters)": mine, "paper model": label, "paper (parameters)": theirs,
+                     "times smaller": theirs / mine})
+    return pd.DataFrame(rows)

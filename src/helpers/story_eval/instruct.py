@@ -273,14 +273,22 @@ def instruct_scores(rows: Iterable[Mapping[str, Any]], baseline_shift: int = 1):
 
 
 def instruct_summary(scored, by: Sequence[str] = ("model", "prompts")):
-    """Mean share of required words used, share of stories using all of them, the chance baseline and counts."""
+    """Mean share of required words used, share of stories using all of them, the chance baseline and counts:
+    ``stories`` (every completion), ``stories scored`` (those whose prompt has a ``Words:`` line) and ``not scored
+    (prompt without Words:)`` (the rest: a prompt that asks only for features, a summary or a sentence has no
+    required words to count)."""
+    by = list(by)
     s = scored[scored["n_words"] > 0].copy()
     s["all_used"] = s["all_used"].astype(float)
-    g = s.groupby(list(by), sort=False)
+    g = s.groupby(by, sort=False)
     out = g.agg(**{"stories scored": ("share_used", "size"), "share of required words used": ("share_used", "mean"),
                    "all required words used": ("all_used", "mean"), "chance (words of another prompt)": ("chance_share", "mean"),
-                   "mean story words": ("story_words", "mean")})
-    return out.reset_index()
+                   "mean story words": ("story_words", "mean")}).reset_index()
+    counts = scored.groupby(by, sort=False).agg(**{"stories": ("n_words", "size"),
+                                                   "no_words": ("n_words", lambda n: int((n == 0).sum()))}).reset_index()
+    out = out.merge(counts.rename(columns={"no_words": "not scored (prompt without Words:)"}), on=by, how="left")
+    front = by + ["stories", "stories scored", "not scored (prompt without Words:)"]
+    return out[front + [c for c in out.columns if c not in front]]
 
 
 def highlight_words(text: str, words: Sequence[str]) -> str:
@@ -317,8 +325,9 @@ def instruct_examples_html(rows: Sequence[Mapping[str, Any]], models: Sequence[s
 # ----------------------------------------------------------------------------- the instruct decoder
 @dataclass
 class InstructRun:
-    """The instruct decoder of one budget, built to match the plain decoder of notebook 02 (same tokenizer, model
-    spec and training config; only the documents differ)."""
+    """The instruct decoder of one budget, built like the plain decoder of notebook 02: the same tokenizer and model
+    spec, and notebook 02's training config unless the caller changed it (e.g. fewer steps); ``differences`` lists
+    every way in which the plain decoder actually trained differently (``spec.…`` or ``config.…``)."""
 
     name: str
     budget: str
@@ -340,7 +349,9 @@ class InstructRun:
                 "epochs": round(self.train_data.epochs(self.cfg.steps, self.cfg.batch_size), 2),
                 "steps": self.cfg.steps, "batch": self.cfg.batch_size, "dropout": self.spec.dropout,
                 "weight decay": self.cfg.weight_decay, "validation documents": self.valid_documents,
-                "same spec/config as plain": not self.differences}
+                "same model spec as plain": not any(d.startswith(("spec.", "no plain")) for d in self.differences),
+                "training differences from plain": "; ".join(d.removeprefix("config.") for d in self.differences
+                                                             if not d.startswith("spec.")) or "none"}
 
 
 def field_counts(docs: Sequence[InstructDocument]) -> dict[str, Any]:
