@@ -9,6 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from helpers.analysis import architecture as A
 from helpers.analysis.architecture import (
     ContrastiveBlocks,
     best_per_budget,
@@ -233,3 +234,45 @@ def test_order_preference_cuts_stories_to_whole_sentences_that_fit(decoder_token
     assert res["stories"] > 0
     with pytest.raises(ValueError, match="within 1 tokens"):
         order_preference(model, decoder_tokenizer, real_stories[:5], max_tokens=1)
+
+
+def test_run_styles_tell_every_grid_shape_apart():
+    shapes = {A.shape_name(s): s for s in A.expand_grid([{"hidden": [64, 128, 256], "layers": [2, 4], "heads": [4]},
+                                                          {"hidden": [128], "layers": [4], "heads": [2, 8]}])}
+    styles = A.run_styles(shapes)
+    assert len({tuple(st.values()) for st in styles.values()}) == len(shapes) == 8
+    # one colour per width, one line style per depth, one marker per head count
+    assert styles["h64-l2-a4"]["color"] == styles["h64-l4-a4"]["color"] != styles["h128-l4-a4"]["color"]
+    assert styles["h128-l2-a4"]["ls"] != styles["h128-l4-a4"]["ls"] == styles["h256-l4-a4"]["ls"]
+    assert len({styles[f"h128-l4-a{h}"]["marker"] for h in (2, 4, 8)}) == 3
+    assert styles["h128-l4-a4"]["marker"] == "o"  # the most common head count gets the plain circle
+    with pytest.raises(ValueError):
+        A.run_styles({f"h{h}": {"hidden": h, "layers": 2, "heads": 4} for h in range(1, 20)})
+
+
+def test_plain_log_ticks_are_round_and_inside_the_range():
+    assert A.plain_log_ticks(4.5, 6.2) == [4.5, 5.0, 5.5, 6.0]
+    t = A.plain_log_ticks(2.6, 4.1)
+    assert len(t) >= 4 and min(t) >= 2.6 and max(t) <= 4.1
+    with pytest.raises(ValueError):
+        A.plain_log_ticks(5, 4)
+
+
+def test_loss_vs_flops_figure_has_plain_ticks_and_names_the_confidence():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+    shapes = {"h64-l2-a4": {"hidden": 64, "layers": 2, "heads": 4}, "h128-l2-a4": {"hidden": 128, "layers": 2, "heads": 4}}
+    points = pd.DataFrame([{"run": r, "flops": c * k, "valid_loss": 6.5 * (c * k) ** -0.05}
+                           for r, k in [("h64-l2-a4", 1.0), ("h128-l2-a4", 2.0)] for c in (1e11, 3e11, 1e12)])
+    frontier = pd.DataFrame(A.pareto_frontier(points.to_dict("records")))
+    fit = A.fit_power_law(frontier.flops, frontier.valid_loss, 0.9)
+    fig, ax = plt.subplots()
+    A.plot_loss_vs_flops(ax, points, frontier, fit, shapes)
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert len(labels) >= 4 and all("times" not in s and "^" not in s for s in labels)
+    assert all(float(s) == pytest.approx(v) for s, v in zip(labels, ax.get_yticks()))
+    legend = [line.get_label() for line in ax.get_lines()]
+    assert any("90% CI" in s for s in legend)
+    plt.close(fig)
