@@ -182,7 +182,7 @@ def test_self_bleu_sentences_compare_models_with_intervals():
 
 
 def _decoder_table(losses, best_steps=(60, 120, 120), last_steps=(90, 120, 120)):
-    return pd.DataFrame([{"budget": b, "epochs": 6.0, "best step": bs, "last step": ls,
+    return pd.DataFrame([{"budget": b, "passes trained": 6.0, "best step": bs, "last step": ls,
                           "stopped early": "yes" if bs < ls else "no", "best valid loss": l, "wall time (min)": 1.5}
                          for b, l, bs, ls in zip(["s", "m", "l"], losses, best_steps, last_steps)])
 
@@ -203,7 +203,7 @@ def test_decoder_sentences_ordering_noise_and_overfitting():
     assert "+0.500, +0.500" in s[0] and "each above the ~0.03 noise level" in s[0]
     assert s[1].startswith("s: validation minimum 4.000 at step 60") and "(step 90, +0.100)" in s[1]
     assert "it overfits after 4.0 epochs" in s[1]  # 6 epochs x 60 / 90 steps
-    assert len(s) == 5 and s[2].startswith("s: 6.0 epochs, best at step 60 of 90 (stopped early)")
+    assert len(s) == 5 and s[2].startswith("s: 6.0 passes over its data trained, best at step 60 of 90 (stopped early)")
     assert "(stopped early)" not in s[4] and s[4].endswith("1.5 min")
     # not ordered, and a step within the noise level
     s = findings.decoders(_decoder_table([4.0, 4.02, 3.0]), over, budgets)

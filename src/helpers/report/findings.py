@@ -285,7 +285,8 @@ def decoders(table: pd.DataFrame, histories: Mapping[str, Sequence[Mapping]], bu
     are the steps larger than ``noise`` (single runs: a rerun moved losses by 0.01–0.015 nats), and does the
     smallest budget overfit: its validation minimum comes before its last evaluation, by how much the loss has
     risen since (``histories[budget]``: the training history, rows with step, split, loss). Then one line per
-    budget: epochs, best and last step, early stop, wall time. ``table`` columns: budget, epochs, "best step",
+    budget: passes over its data trained, best and last step, early stop, wall time. ``table`` columns: budget,
+    "passes trained" (epochs actually run, early stop included), "best step",
     "last step", "stopped early", "best valid loss", "wall time (min)"."""
     order = {b: i for i, b in enumerate(budgets)}
     ordered = table[table.budget.isin(order)].sort_values("budget", key=lambda s: s.map(order))
@@ -311,7 +312,7 @@ def decoders(table: pd.DataFrame, histories: Mapping[str, Sequence[Mapping]], bu
         last_step, last_loss = valid[-1]
         rise = last_loss - best_loss
         if best_step < last_step:
-            epochs = float(small.epochs) * best_step / max(int(small["last step"]), 1)
+            epochs = float(small["passes trained"]) * best_step / max(int(small["last step"]), 1)
             line = (f"{small.budget}: validation minimum {best_loss:.3f} at step {best_step}, then {last_loss:.3f} at "
                     f"its last evaluation (step {last_step}, {rise:+.3f})")
             line += (f": it overfits after {epochs:.1f} epochs" if rise > noise else
@@ -322,7 +323,7 @@ def decoders(table: pd.DataFrame, histories: Mapping[str, Sequence[Mapping]], bu
     else:
         out.append(f"{small.budget}: no validation history, overfitting not assessed")
     for _, r in ordered.iterrows():
-        out.append(f"{r.budget}: {r['epochs']} epochs, best at step {r['best step']} of {r['last step']}"
+        out.append(f"{r.budget}: {r['passes trained']} passes over its data trained, best at step {r['best step']} of {r['last step']}"
                    f"{' (stopped early)' if r['stopped early'] == 'yes' else ''}; {r['wall time (min)']:.1f} min")
     return out
 
