@@ -77,3 +77,17 @@ def test_fmt_words():
     assert [budgets.fmt_words(x) for x in (5_000_000, 1_250_000, 125_000, 999)] == ["5M", "1.25M", "125k", "999"]
     assert budgets.fmt_words(1_249_200) == "1.2492M"  # exact: budgets are named with it
     assert [budgets.fmt_words(x, digits=3) for x in (1_249_200, 2_498_770, 99_989_100)] == ["1.25M", "2.5M", "100M"]
+
+
+def test_readable_ledger_names_sources_and_moves_a_constant_seed(tmp_path):
+    led = budgets.Ledger(tmp_path / "ledger.json")
+    led.add(budgets.CorpusEntry("tiny-5", "tiny", {"tinystories": 5}, 42))
+    led.add(budgets.CorpusEntry("baby-6", "baby", {"aochildes": 4, "switchboard": 2}, 42))
+    view, note = budgets.readable_ledger(led.table())
+    assert {"words (total)", "TinyStories words", "aochildes words", "switchboard words"} <= set(view.columns)
+    assert not any(c.startswith("words:") for c in view.columns) and "seed" not in view.columns
+    assert note == "sampling seed 42 for every corpus"
+    assert view.set_index("corpus").loc["baby-6", "aochildes words"] == 4
+    led.add(budgets.CorpusEntry("tiny-7", "tiny", {"tinystories": 7}, 1))
+    view, note = budgets.readable_ledger(led.table())
+    assert "seed" in view.columns and note == ""

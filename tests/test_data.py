@@ -109,6 +109,8 @@ def test_normalise_and_sentences():
 
 def test_stats_and_vocab_growth():
     s = data.corpus_stats(["a b a", "c"], "x")
-    assert (s["documents"], s["words"], s["vocabulary"]) == (2, 4, 3)
+    assert (s["unit"], s["units"], s["words"], s["vocabulary"]) == ("documents", 2, 4, 3)
+    assert s["mean words/unit"] == 2.0
+    assert data.corpus_stats(["a b", "c"], "v", unit="paragraphs")["unit"] == "paragraphs"
     xs, ys = data.vocab_growth(["a b a", "c"], n_points=4)
     assert xs == [1, 2, 3, 4] and ys == [1, 2, 2, 3]

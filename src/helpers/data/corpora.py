@@ -390,8 +390,11 @@ def encoder_segments(texts: Iterable[str], par: str = "[PAR]") -> list[str]:
 
 
 # ----------------------------------------------------------------------------- statistics
-def corpus_stats(texts: list[str], name: str = "") -> dict:
-    """Documents, words, vocabulary (case-sensitive whitespace types), type/token ratio, words per document."""
+def corpus_stats(texts: list[str], name: str = "", unit: str = "documents") -> dict:
+    """Units, words, vocabulary (case-sensitive whitespace types), type/token ratio, words per unit.
+
+    ``unit`` says what one text is (``"stories"``; ``"paragraphs"`` for running text whose story boundaries are
+    not recoverable; BabyLM's line chunks), so a paragraph count is never read as a story count."""
     lengths = np.array([count_words(t) for t in texts]) if texts else np.zeros(0, int)
     types: set[str] = set()
     for t in texts:
@@ -399,12 +402,13 @@ def corpus_stats(texts: list[str], name: str = "") -> dict:
     words = int(lengths.sum())
     return {
         "corpus": name,
-        "documents": len(texts),
+        "unit": unit,
+        "units": len(texts),
         "words": words,
         "vocabulary": len(types),
         "type/token": len(types) / words if words else float("nan"),
-        "mean words/doc": float(lengths.mean()) if len(lengths) else float("nan"),
-        "median words/doc": float(np.median(lengths)) if len(lengths) else float("nan"),
+        "mean words/unit": float(lengths.mean()) if len(lengths) else float("nan"),
+        "median words/unit": float(np.median(lengths)) if len(lengths) else float("nan"),
     }
 
 
