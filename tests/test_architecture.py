@@ -276,3 +276,16 @@ def test_loss_vs_flops_figure_has_plain_ticks_and_names_the_confidence():
     legend = [line.get_label() for line in ax.get_lines()]
     assert any("90% CI" in s for s in legend)
     plt.close(fig)
+
+
+def test_sample_remark_flags_a_loop_over_few_tokens():
+    decode = lambda ids: "".join({1: " a", 2: " cat", 3: ".", 4: "\n", 5: " sat", 6: " on"}[i] for i in ids)
+    bad = A.sample_remark([1] * 18 + [2, 3], decode)
+    assert bad.startswith("3 distinct token(s) in 20 generated; the most frequent, ' a', is 18 of them (90%)")
+    assert "the greedy sample loops over ' a'" in bad
+    # the compressor's " a\n a\n …": two tokens alternating, the top one just over half
+    alt = A.sample_remark([1, 4] * 20, decode)
+    assert "loops over ' a', '\\n'" in alt and "(50%)" in alt
+    ok = A.sample_remark([1, 2, 5, 6, 3, 4, 2, 5, 6, 1, 3, 4], decode)
+    assert "loops" not in ok and ok.endswith("not a loop over one or a few tokens")
+    assert "empty" in A.sample_remark([], decode)

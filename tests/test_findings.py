@@ -121,6 +121,16 @@ def test_sweep_sentences():
     assert any("heads [2, 4] change the loss by 0.200" in x for x in s)
 
 
+
+def test_sweep_caveat_names_the_tuned_width_lr_and_steps():
+    t = pd.DataFrame([{"hidden": h, "heads": 4, "best valid loss": l} for h, l in [(64, 5.0), (128, 4.7), (256, 4.9)]]
+                     + [{"hidden": 128, "heads": 2, "best valid loss": 4.0}])  # a heads slice: not the width grid
+    s = findings.sweep_caveat(t, 128, 3e-3, 100)
+    assert "learning rate 0.003, chosen for its hidden-128 model (the cpu profile's was tuned on it), for 100 steps" in s
+    assert s.endswith("the lowest loss at hidden 128 may reflect that tuning rather than the width")
+    s = findings.sweep_caveat(t.assign(**{"best valid loss": [4.6, 4.7, 4.9, 4.0]}), 128, 3e-3, 100)
+    assert s.endswith("the lowest loss is nevertheless at hidden 64")
+
 def test_interpretability_sentences():
     heads = pd.DataFrame({"model": ["m"] * 4, "layer": [0, 0, 1, 1], "label": ["positional", "semantic", "positional", "semantic"]})
     assert findings.attention_heads(heads) == ["m: 2 of 4 heads positional (layer 0, layer 1); 2 semantic or mixed"]

@@ -420,3 +420,24 @@ def plot_loss_vs_flops(ax, points, frontier, fit: PowerLaw, shapes: Mapping[str,
     ax.yaxis.set_major_formatter(FixedFormatter([f"{t:g}" for t in ticks]))
     ax.yaxis.set_minor_locator(NullLocator())
     ax.yaxis.set_minor_formatter(NullFormatter())
+
+
+def sample_remark(token_ids: Sequence[int], decode: Callable[[list[int]], str], threshold: float = 0.5,
+                  max_distinct: int = 3) -> str:
+    """One sentence on a greedy sample's health from its generated token ids: how many distinct tokens it uses and
+    the share of the most frequent one. It is called degenerate (the model loops over one or a few tokens: it has not
+    learned to write at this size and number of steps) when that share is at least ``threshold`` or at most
+    ``max_distinct`` distinct tokens fill ten or more. ``decode`` turns ids into text."""
+    ids = [int(t) for t in token_ids]
+    if not ids:
+        return "the sample is empty: no token was generated"
+    counts = Counter(ids)
+    top, count = counts.most_common(1)[0]
+    share = count / len(ids)
+    line = (f"{len(counts)} distinct token(s) in {len(ids)} generated; the most frequent, {decode([top])!r}, is "
+            f"{count} of them ({share:.0%})")
+    if share >= threshold or (len(counts) <= max_distinct and len(ids) >= 10):
+        loop = ", ".join(repr(decode([t])) for t, _ in counts.most_common(max_distinct))
+        return (line + f" — the greedy sample loops over {loop}: the model has not learned to write at this size "
+                "and number of steps")
+    return line + ": not a loop over one or a few tokens"

@@ -410,6 +410,23 @@ def contrastive(table: pd.DataFrame, chance: float = 50.0) -> list[str]:
     return out
 
 
+def sweep_caveat(table: pd.DataFrame, tuned_hidden: int, lr: float, steps: int) -> str:
+    """Notebook 02b: the sweep reuses notebook 02's learning rate ``lr``, tuned on the ``tuned_hidden``-wide model,
+    for ``steps`` steps: the width comparison favours that width. Says so, and whether the lowest loss of the
+    width × depth grid is at that width (then the ranking may be the tuning, not the width). Columns: hidden,
+    heads, "best valid loss"."""
+    main = table[table.heads == table.heads.mode().iloc[0]]
+    best_hidden = int(main.sort_values("best valid loss").iloc[0].hidden)
+    line = (f"caveat: every sweep run uses notebook 02's learning rate {lr:g}, chosen for its hidden-{tuned_hidden} "
+            f"model (the cpu profile's was tuned on it), for {steps} steps; other widths were not tuned (a wider model usually wants a smaller rate and "
+            f"more steps), so the width comparison favours hidden {tuned_hidden}")
+    if best_hidden == tuned_hidden:
+        line += f": the lowest loss at hidden {best_hidden} may reflect that tuning rather than the width"
+    else:
+        line += f"; the lowest loss is nevertheless at hidden {best_hidden}"
+    return line
+
+
 def attention_heads(heads: pd.DataFrame) -> list[str]:
     """Notebook 06: how many heads per model are positional (label column) and which layers hold them."""
     out = []
