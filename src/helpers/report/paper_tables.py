@@ -7,7 +7,9 @@ Our rows come from :class:`helpers.evaluation.zero_shot.EvalResult` summaries (i
 stratified by paradigm) and, for the encoders, the GLUE average of :mod:`helpers.evaluation.finetune`; the paper's rows from
 ``params/paper_reference/*.csv`` (columns ``training_data``, ``blimp``, ``supplement``, ``ewok``, ``glue``,
 ``average``, …). An interval is written ``[low, high]`` in a text column after its accuracy; the paper's rows have
-none (the paper prints no intervals)."""
+none (the paper prints no intervals). Notebook 05's figures of these numbers (:func:`plot_zero_shot_intervals`,
+:func:`plot_encoders_vs_paper`) finish :mod:`helpers.report.reporting`'s plots for the page: legends off the rows,
+every marker inside its panel."""
 from __future__ import annotations
 
 import re
@@ -15,12 +17,14 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 import torch
+from matplotlib.lines import Line2D
 from transformers import GPTNeoForCausalLM
 
 from helpers.data.budgets import fmt_words
 from helpers.evaluation.finetune import protocol_note
 from helpers.models import decoder, ltg_bert
 from helpers.evaluation.zero_shot import average_note, paradigm_mean_interval, paper_ewok_has_context
+from helpers.report.reporting import plot_intervals, plot_ours_vs_paper
 
 ZERO_SHOT = (("blimp", "BLiMP"), ("supplement", "Supp."), ("ewok", "EWoK"))
 PAPER_COLUMNS = {"training_data": "training data", "total_words": "total words", "blimp": "BLiMP",
@@ -302,8 +306,6 @@ def plot_zero_shot_intervals(intervals: pd.DataFrame, order: Sequence[tuple[str,
                              title: str = "", chance: float = 50.0):
     """:func:`helpers.report.reporting.plot_intervals` with each panel's pair counts named by kind in the rows'
     order (decoders first when they are listed first) and the legend below the panels, where it covers no row."""
-    from helpers.report.reporting import plot_intervals
-
     order = list(order or dict.fromkeys(zip(intervals["kind"], intervals["model"])))
     fig = plot_intervals(intervals, order=order, chance=chance, title=title)
     kinds = list(dict.fromkeys(k for k, _ in order))
@@ -337,10 +339,6 @@ def plot_encoders_vs_paper(comparison: pd.DataFrame, intervals: pd.DataFrame | N
     ``fontsize``, every panel's x range widened to hold every marker (the paper's diamonds too, with a margin, and the
     chance line), one legend entry for our scores (with or without an interval: the GLUE panel has none) below the
     panels, and the GLUE panel titled ``glue_title`` (:func:`glue_panel_title`) when given."""
-    from matplotlib.lines import Line2D
-
-    from helpers.report.reporting import plot_ours_vs_paper
-
     fig = plot_ours_vs_paper(comparison, intervals, chance=chance, title=title)
     if glue_title:
         retitle_panel(fig, "GLUE", glue_title)
