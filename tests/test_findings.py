@@ -137,8 +137,16 @@ def test_interpretability_sentences():
     total = pd.DataFrame([{"model": "m", "top tokens": "all", "specialists": 30, "neurons": 100, "expected by chance": 2.0},
                           {"model": "m", "top tokens": "distinct", "specialists": 5, "neurons": 100, "expected by chance": 4.0}])
     s = findings.specialists(total)
-    assert s[0].endswith("more than chance") and "not clearly" not in s[0]
+    assert "against a floor of 2.0 expected by chance (a floor, not a fair null" in s[0]  # notebook 06's markdown
+    assert "more than chance" not in s[0]  # no verdict against a floor
     assert s[1].endswith("not clearly more than chance")
+    total = total.assign(**{"top tokens": "distinct", "expected by chance": 1.0})
+    assert findings.specialists(total)[0].endswith(": more than chance")
+    classes = {"noun": 3, "verb": 4, "adjective": 1, "name": 1, "punctuation": 1}
+    total = total.assign(**classes, **{"other class": [20, 2], "specialists": [30, 12]})
+    s = findings.specialists(total)
+    assert 'the largest group, 20 of the 30 (67 %), are "other class"' in s[0]
+    assert "other class" not in s[1]  # 2 of 12: not the bulk, not said
 
 
 @pytest.mark.parametrize("eps", [0.0])

@@ -232,7 +232,8 @@ HOMES = {
         mlp_activations top_activations story_bounds context_bounds ModelAnalysis analysis_fingerprint analyse_model""",
     "analysis.interpret_tables": """head_table target_class_table class_base_rates group_target_classes paper_observation
         neuron_class_shares chance_specialists token_base_rates specialist_table neuron_examples showcase_neurons""",
-    "report.interpret_views": "neuron_html html_page tick_fontsize plot_attention_grid plot_correlation_grid CLASS_COLOURS plot_class_shares",
+    "report.interpret_views": """neuron_html html_page tick_fontsize plot_attention_grid plot_correlation_grid CLASS_COLOURS
+        plot_class_shares plot_specialists""",
 }
 #: same name, unrelated function elsewhere (none since memorisation's names of a corpus became corpus_names)
 UNRELATED: set[tuple[str, str]] = set()
@@ -265,3 +266,23 @@ def test_each_moved_name_has_one_home():
                 assert obj.__module__ == f"helpers.{home}", f"{name} lives in {obj.__module__}, not helpers.{home}"
             others = {m for m in defined.get(name, set()) - {home} if (name, m) not in UNRELATED}
             assert home in defined.get(name, ()) and not others, f"{name} defined in {sorted(defined.get(name, ()))}"
+
+
+def test_plot_specialists_draws_the_chance_count_beside_the_total():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    classes = ["noun", "other class"]
+    total = pd.DataFrame([{"model": m, "top tokens": mode, "noun": 10, "other class": 30, "specialists": 40,
+                           "neurons": 100, "expected by chance": chance}
+                          for mode, chance in [("all", 1.0), ("distinct", 20.0)] for m in ("a", "b")])
+    fig = views.plot_specialists(total, classes, 20, "t", chance_label="chance")
+    assert len(fig.axes) == 2
+    ax = fig.axes[1]
+    assert len(ax.patches) == 2 * 3  # 2 models x (2 classes + all specialists)
+    assert sorted({round(p.get_height(), 3) for p in ax.patches}) == [0.1, 0.3, 0.4]
+    chance = ax.collections[0].get_segments()[0]
+    assert list(chance[:, 1]) == [0.2, 0.2] and chance[:, 0].min() > 1.5  # over the "all specialists" group
+    assert "chance" in [t.get_text() for t in fig.legends[0].get_texts()]
+    plt.close(fig)

@@ -68,7 +68,8 @@ def test_encoder_table_marks_missing_and_scaled_glue():
     for row in (x, y):
         assert math.isclose(row["Avg. zero-shot"], (60 + 55 + 50) / 3)
     assert math.isclose(paper["Avg. zero-shot"], (60 + 55 + 50) / 3) and paper["Avg."] == 58.8  # the paper's own Avg.
-    assert x["stands for"] == "baby-10M" and y["stands for"] == "" and y["total words"] == 2000
+    assert x["stands for"] == "baby-10M" and y["stands for"] == "" and y["total words"] == "2.00k"
+    assert (x["total words"], paper["total words"]) == ("1.00k", "10.0M")  # one format: the paper's budgets are text
     assert x["BLiMP 95% CI"].startswith("[") and paper["BLiMP 95% CI"] == ""
     assert paper["EWoK context"] == "no (organisers' pipeline)" and x["EWoK context"] == "yes"
     assert paper["Avg. note"] == ""
@@ -196,3 +197,60 @@ def test_scale_vs_paper_counts_both_kinds_against_the_paper_models():
         assert r["times smaller"] == pytest.approx(r["paper (parameters)"] / r["ours (parameters)"])
     with pytest.raises(ValueError, match="kind"):
         paper_tables.scale_vs_paper({"other": dec})
+
+
+def test_words_text_and_stands_for_of_replicates():
+    assert paper_tables.words_text(999_599) == "1.00M" and paper_tables.words_text(1_087_436) == "1.09M"
+    assert paper_tables.words_text("10M") == "10M" and paper_tables.words_text(None) == ""
+    assert paper_tables.words_text(float("nan")) == ""
+    eq = {"a+b": "A + B", "a+b+g": "A + B + G"}
+    got = paper_tables.encoder_stands_for(["a+b", "a+b (seed 7)", "a+b+g (balanced)", "other", "rep"], eq,
+                                          {"rep": "a+b+g"})
+    assert got == {"a+b": "A + B", "a+b (seed 7)": "A + B", "a+b+g (balanced)": "A + B + G", "other": "",
+                   "rep": "A + B + G"}
+
+
+def _interval_rows():
+    rows = []
+    for kind, model, pairs in [("decoder", "d1", 5000), ("decoder", "d2", 5000), ("encoder", "e1", 400)]:
+        for task in ("BLiMP", "EWoK"):
+            rows.append({"kind": kind, "model": model, "task": task, "pairs": pairs, "accuracy": 55.0,
+                         "ci_low": 52.0, "ci_high": 58.0})
+    return pd.DataFrame(rows)
+
+
+def test_zero_shot_intervals_name_pairs_in_row_order_and_keep_legend_off_the_rows():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    t = _interval_rows()
+    fig = paper_tables.plot_zero_shot_intervals(t, order=[("decoder", "d1"), ("decoder", "d2"), ("encoder", "e1")])
+    assert fig.axes[0].get_title() == "BLiMP\n(decoders 5,000 / encoders 400 pairs)"
+    assert all(ax.get_legend() is None for ax in fig.axes)  # no legend inside a panel
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["chance", "decoders", "encoders"]
+    plt.close(fig)
+    fig = paper_tables.plot_zero_shot_intervals(t, order=[("encoder", "e1"), ("decoder", "d1"), ("decoder", "d2")])
+    assert fig.axes[1].get_title() == "EWoK\n(encoders 400 / decoders 5,000 pairs)"
+    plt.close(fig)
+
+
+def test_encoders_vs_paper_holds_every_marker_and_has_one_entry_per_kind():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    comp = pd.DataFrame([{"mix": m, "paper mix": m.upper(), "benchmark": b, "ours (cpu)": 55.0, "paper": paper}
+                         for m in ("a", "b") for b, paper in [("BLiMP", 71.2), ("GLUE", 69.5)]])
+    ci = pd.DataFrame([{"kind": "encoder", "model": m, "task": "BLiMP", "pairs": 10, "accuracy": 55.0,
+                        "ci_low": 50.0, "ci_high": 60.0} for m in ("a", "b")])
+    fig = paper_tables.plot_encoders_vs_paper(comp, ci, glue_title="GLUE (scaled)", fontsize=11)
+    blimp, glue = fig.axes[:2]
+    for ax in (blimp, glue):
+        lo, hi = ax.get_xlim()
+        assert lo < 50.0 - 0.5 and hi > 71.2 + 0.5 if ax is blimp else hi > 69.5 + 0.5  # diamonds with a margin
+        assert all(t.get_fontsize() >= 11 for t in ax.get_xticklabels())
+    assert glue.get_title().startswith("GLUE (scaled)") and blimp.get_title() == "BLiMP"
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert labels == ["ours (95 % CI where drawn)", "paper", "chance"]
+    plt.close(fig)

@@ -63,6 +63,11 @@ def test_story_views_draw_intervals_chance_and_every_model():
     ax = fig.axes[0]
     assert [float(y) for y in ax.lines[-1].get_ydata()] == [0.5, 0.5]  # chance: cannot tell real from corrupted
     assert len(ax.patches) == len(VALIDITY_CRITERIA) * (len(CORRUPTIONS) + 1)
+    assert "chance (0.5)" in [t.get_text() for t in ax.get_legend().get_texts()]
+    assert ax.get_ylim()[1] > 1.0  # an interval ending at 1 keeps its cap
+    fig.canvas.draw()
+    legend_box, axes_box = ax.get_legend().get_window_extent(), ax.get_window_extent()
+    assert legend_box.y1 <= axes_box.y0  # the legend sits below the bars, covering none
     plt.close(fig)
 
     graded = pd.DataFrame([{"suite": s, "model": mdl, "grade": g} for s in SUITES for mdl in ("a", "b")
@@ -76,13 +81,44 @@ def test_story_views_draw_intervals_chance_and_every_model():
                           for dec in ("greedy", "nucleus") for mdl in ("a", "b")])
     fig = SV.plot_judge_scores(means, ["a", "b"], ["grammar"], "t")
     assert len(fig.axes) == 2 and len(fig.axes[0].containers) == 2  # bars + error bars per panel
+    fig.canvas.draw()  # the figure title clears the panel titles
+    assert fig._suptitle.get_window_extent().y0 >= fig.axes[0].title.get_window_extent().y1
     plt.close(fig)
 
     words = pd.DataFrame([{"prompts": "bundled 50", "model": mdl, "share of required words used": 0.5,
                            "chance (words of another prompt)": 0.1} for mdl in ("a", "b")])
     fig = SV.plot_instruct_words(words, ["bundled 50"])
-    assert len(fig.axes[0].patches) == 4
+    assert len(fig.axes[0].patches) == 4 and not fig.axes[0].containers[2:]  # no intervals in the table: none drawn
     plt.close(fig)
+    words = words.assign(**{"share of required words used": [0.02, 0.2], "required low": [0.01, 0.15],
+                            "required high": [0.03, 0.25], "chance (words of another prompt)": 0.02,
+                            "chance low": 0.01, "chance high": 0.04})
+    fig = SV.plot_instruct_words(words, ["bundled 50"])
+    ax = fig.axes[0]
+    bars = [c for c in ax.containers if c.__class__.__name__ == "ErrorbarContainer"]
+    assert len(bars) == 2  # required words and chance, each with its interval
+    assert sorted(float(y) for y in bars[0].lines[2][0].get_segments()[1][:, 1]) == [0.15, 0.25]
+    assert 0.25 < ax.get_ylim()[1] < 0.5  # scaled to the data, not 0-1
+    plt.close(fig)
+
+
+def test_instruct_intervals_resample_prompts():
+    from helpers.report import story_views as SV
+
+    rows = []
+    for model, shares in [("a", [0.0, 0.5, 1.0, 0.5]), ("b", [0.2, 0.2, 0.2, 0.2])]:
+        for i, share in enumerate(shares):
+            for _ in range(3):  # three samples of a prompt: one unit, not three
+                rows.append({"prompts": "p", "model": model, "prompt": f"q{i}", "n_words": 3, "share_used": share,
+                             "chance_share": 0.1})
+    rows.append({"prompts": "p", "model": "a", "prompt": "none", "n_words": 0, "share_used": 9.0, "chance_share": 9.0})
+    t = SV.instruct_intervals(pd.DataFrame(rows), seed=0).set_index("model")
+    assert list(t.columns) == ["prompts", "required low", "required high", "chance low", "chance high"]
+    assert 0.0 <= t.loc["a", "required low"] < 0.5 < t.loc["a", "required high"] <= 1.0
+    assert t.loc["b", "required low"] == pytest.approx(0.2) and t.loc["b", "required high"] == pytest.approx(0.2)
+    assert t.loc["a", "chance high"] == pytest.approx(0.1)  # the unscored prompt (n_words 0) is left out
+    again = SV.instruct_intervals(pd.DataFrame(rows), seed=0).set_index("model")
+    assert again.equals(t)
 
 
 def test_generation_views_draw_bands_panels_and_every_model():

@@ -12,6 +12,7 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
+from helpers.analysis.lexicon import SPECIALIST_CLASSES
 from helpers.diversity.self_bleu import k_choice_label
 from helpers.evaluation.zero_shot import chance_verdict  # the one rule for "above chance" (also interval_table's)
 
@@ -439,11 +440,24 @@ def attention_heads(heads: pd.DataFrame) -> list[str]:
 
 def specialists(summary: pd.DataFrame) -> list[str]:
     """Notebook 06: MLP neurons whose top tokens are dominated by one word class, against the number expected by
-    chance. Columns: model, "top tokens", specialists, neurons, "expected by chance"."""
+    chance. Columns: model, "top tokens", specialists, neurons, "expected by chance" and, where present, "other
+    class" (specialists of a class outside the named ones, e.g. determiners), said when it is the bulk. In the
+    ``all`` list a neuron that fires on one token is trivially a specialist, so its chance figure is a floor, not a
+    fair null (notebook 06's markdown): that comparison is worded as such and given no verdict; the ``distinct``
+    list is compared with chance ("more than" where the count is over twice the expected)."""
     out = []
     for _, r in summary.iterrows():
         spec, n, exp = int(r["specialists"]), int(r["neurons"]), float(r["expected by chance"])
-        out.append(f"{r.model} ({r['top tokens']} top tokens): {spec} of {n} neurons are word-class specialists "
-                   f"({100 * spec / n:.0f} %), {exp:.1f} expected by chance"
-                   + (": more than chance" if spec > 2 * exp else ": not clearly more than chance"))
+        head = f"{r.model} ({r['top tokens']} top tokens): {spec} of {n} neurons are word-class specialists ({100 * spec / n:.0f} %)"
+        if r["top tokens"] == "all":
+            s = head + f", against a floor of {exp:.1f} expected by chance (a floor, not a fair null: a neuron firing on one token is trivially a specialist)"
+        else:
+            s = head + f", {exp:.1f} expected by chance" + (": more than chance" if spec > 2 * exp else ": not clearly more than chance")
+        if "other class" in summary.columns and spec:
+            other = int(r["other class"])
+            named = [int(r[c]) for c in SPECIALIST_CLASSES if c in summary.columns]
+            if (other > max(named)) if named else (other >= spec / 2):
+                s += (f"; the largest group, {other} of the {spec} ({100 * other / spec:.0f} %), are \"other class\" "
+                      f"specialists (a class other than {', '.join(SPECIALIST_CLASSES)}, e.g. determiner or pronoun)")
+        out.append(s)
     return out

@@ -148,3 +148,35 @@ def plot_class_shares(pos_table: "pd.DataFrame", classes: Sequence[str], top_k: 
     axes[0][-1].legend(bbox_to_anchor=(1.01, 1), loc="upper left", fontsize=9)
     fig.suptitle("Word classes of MLP neurons' top tokens, per layer, against the base rates")
     return fig
+
+
+def plot_specialists(total: "pd.DataFrame", classes: Sequence[str], top_k: int, title: str = "",  # noqa: F821
+                     chance_label: str = "expected by chance (all classes)"):
+    """Specialist neurons per class as shares of the analysed neurons, one panel per ``top tokens`` mode and one bar
+    per model in each group (``classes``, e.g. the specialist classes and "other class", then every specialist
+    together), with the number expected by chance (``expected by chance / neurons``, a count over all classes) drawn
+    as a black bar over the "all specialists" group. ``total`` has columns model, "top tokens", the ``classes``,
+    specialists, neurons, "expected by chance" (notebook 06's summary)."""
+    modes = list(dict.fromkeys(total["top tokens"]))
+    models = list(dict.fromkeys(total["model"]))
+    groups = [*classes, "all specialists"]
+    fig, axes = plt.subplots(1, len(modes), figsize=(6.5 * len(modes), 4.4), sharey=True, squeeze=False,
+                             layout="constrained")
+    width = 0.8 / len(models)
+    x = np.arange(len(groups))
+    for ax, mode in zip(axes[0], modes):
+        t = total[total["top tokens"] == mode].set_index("model").reindex(models)
+        for i, model in enumerate(models):
+            r = t.loc[model]
+            shares = [r[c] / r["neurons"] for c in classes] + [r["specialists"] / r["neurons"]]
+            xi = x + (i - (len(models) - 1) / 2) * width
+            ax.bar(xi, shares, width, label=model, color=f"C{i}")
+            ax.hlines(r["expected by chance"] / r["neurons"], xi[-1] - width / 2, xi[-1] + width / 2, color="k", lw=2.5,
+                      label=chance_label if i == 0 else None)
+        ax.set_xticks(x, groups, rotation=20)
+        ax.set(ylabel="share of analysed neurons", xlabel="specialism", title=f"top-{top_k} tokens: {mode}")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=len(labels), frameon=False)
+    if title:
+        fig.suptitle(title)
+    return fig

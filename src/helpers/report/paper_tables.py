@@ -7,18 +7,24 @@ Our rows come from :class:`helpers.evaluation.zero_shot.EvalResult` summaries (i
 stratified by paradigm) and, for the encoders, the GLUE average of :mod:`helpers.evaluation.finetune`; the paper's rows from
 ``params/paper_reference/*.csv`` (columns ``training_data``, ``blimp``, ``supplement``, ``ewok``, ``glue``,
 ``average``, …). An interval is written ``[low, high]`` in a text column after its accuracy; the paper's rows have
-none (the paper prints no intervals)."""
+none (the paper prints no intervals). Notebook 05's figures of these numbers (:func:`plot_zero_shot_intervals`,
+:func:`plot_encoders_vs_paper`) finish :mod:`helpers.report.reporting`'s plots for the page: legends off the rows,
+every marker inside its panel."""
 from __future__ import annotations
 
+import re
 from typing import Any, Mapping, Sequence
 
 import pandas as pd
 import torch
+from matplotlib.lines import Line2D
 from transformers import GPTNeoForCausalLM
 
+from helpers.data.budgets import fmt_words
 from helpers.evaluation.finetune import protocol_note
 from helpers.models import decoder, ltg_bert
 from helpers.evaluation.zero_shot import average_note, paradigm_mean_interval, paper_ewok_has_context
+from helpers.report.reporting import plot_intervals, plot_ours_vs_paper
 
 ZERO_SHOT = (("blimp", "BLiMP"), ("supplement", "Supp."), ("ewok", "EWoK"))
 PAPER_COLUMNS = {"training_data": "training data", "total_words": "total words", "blimp": "BLiMP",
@@ -70,6 +76,34 @@ def decoder_table(zero: Mapping[tuple[str, str], Any], decoders: Sequence[str], 
                        ["source", "model", "training data", "BLiMP", "Supp.", "EWoK", "Avg.", "paper note"])
 
 
+def words_text(n: float | int | str | None) -> str:
+    """A word count as the paper writes its budgets (``999599 -> "1.00M"``, ``2000 -> "2.00k"``: three significant
+    digits, rounded before the unit is chosen); text (a budget already written, ``"10M"``) is kept and a missing
+    count is ``""``."""
+    if n is None or isinstance(n, str):
+        return n or ""
+    if n != n:
+        return ""
+    r = float(f"{n:.3g}")
+    for unit, size in (("M", 1e6), ("k", 1e3)):
+        if r >= size:
+            return f"{r / size:#.3g}{unit}"
+    return str(int(r))
+
+
+def encoder_stands_for(encoders: Sequence[str], paper_equivalents: Mapping[str, str],
+                       seed_replicates: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The paper mix each encoder stands for: its own ``paper_equivalents`` entry; else that of the mix it repeats
+    (``seed_replicates``: replicate → base mix, another seed of the same data) or of its name without a trailing
+    variant in parentheses (``"… (balanced)"``: the same mix, another sampling); ``""`` where none applies."""
+    seed_replicates = seed_replicates or {}
+    out = {}
+    for name in encoders:
+        base = seed_replicates.get(name) or re.sub(r"\s*\([^()]*\)$", "", name)
+        out[name] = paper_equivalents.get(name) or paper_equivalents.get(base, "")
+    return out
+
+
 def encoder_table(zero: Mapping[tuple[str, str], Any], encoders: Sequence[str], source: str,
                   total_words: Mapping[str, int], stands_for: Mapping[str, str], glue_avg: Mapping[str, float],
                   glue_protocol: Mapping[str, str], paper: pd.DataFrame) -> pd.DataFrame:
@@ -79,11 +113,12 @@ def encoder_table(zero: Mapping[tuple[str, str], Any], encoders: Sequence[str], 
     rows: one rule for every row) and an ``Avg. note`` that says which is missing or scaled; then the paper's rows.
     Every row (ours and the paper's) also has ``Avg. zero-shot``, the mean of BLiMP, Supp. and EWoK (NaN where one
     of them is not printed), and ``EWoK context`` says where a published EWoK number was computed without the
-    item's context (the organisers' pipeline)."""
+    item's context (the organisers' pipeline). ``total words`` is written like the paper's (``"1.00M"``, three
+    significant digits, beside its ``"10M"``), one format for the column."""
     rows = []
     for name in encoders:
         rows.append({"source": source, "model": "LTG-BERT", "training data": name,
-                     "total words": total_words.get(name), "stands for": stands_for.get(name, ""),
+                     "total words": words_text(total_words.get(name)), "stands for": stands_for.get(name, ""),
                      **zero_shot_cells(zero[("encoder", name)]), "GLUE": glue_avg.get(name, float("nan")),
                      "GLUE protocol": glue_protocol.get(name, "not fine-tuned") or "standard"})
     ours = pd.DataFrame(rows)
@@ -91,6 +126,7 @@ def encoder_table(zero: Mapping[tuple[str, str], Any], encoders: Sequence[str], 
     table = _with_paper(ours, paper, ["source", "model", "training data", "total words", "BLiMP", "Supp.", "EWoK",
                                       "GLUE", "Avg."])
     table[ZERO_SHOT_AVERAGE] = table[[label for _, label in ZERO_SHOT]].mean(axis=1, skipna=False)
+    table["total words"] = [words_text(v) for v in table["total words"]]
     records = table.to_dict("records")
     table["Avg. note"] = [average_note(r) for r in records]
     table["EWoK context"] = ["no (organisers' pipeline)" if r["source"] == "paper" and not paper_ewok_has_context(r)
@@ -254,3 +290,81 @@ def scale_vs_paper(ours: Mapping[str, Any]) -> pd.DataFrame:
         rows.append({"kind": kind, "ours (parameters)": mine, "paper model": label, "paper (parameters)": theirs,
                      "times smaller": theirs / mine})
     return pd.DataFrame(rows)
+
+
+def _kind_pairs_title(task: str, part: pd.DataFrame, kinds: Sequence[str]) -> str:
+    """``BLiMP\n(decoders 59,875 / encoders 4,020 pairs)``: the pairs per kind, in the rows' order of kinds."""
+    counts = []
+    for kind in kinds:
+        p = sorted({int(x) for x in part.loc[part["kind"] == kind, "pairs"]})
+        if p:
+            counts.append(f"{kind}s {' or '.join(f'{x:,}' for x in p)}")
+    return f"{task}\n({' / '.join(counts)} pairs)"
+
+
+def plot_zero_shot_intervals(intervals: pd.DataFrame, order: Sequence[tuple[str, str]] | None = None,
+                             title: str = "", chance: float = 50.0):
+    """:func:`helpers.report.reporting.plot_intervals` with each panel's pair counts named by kind in the rows'
+    order (decoders first when they are listed first) and the legend below the panels, where it covers no row."""
+    order = list(order or dict.fromkeys(zip(intervals["kind"], intervals["model"])))
+    fig = plot_intervals(intervals, order=order, chance=chance, title=title)
+    kinds = list(dict.fromkeys(k for k, _ in order))
+    axes = fig.axes
+    for ax, task in zip(axes, dict.fromkeys(intervals["task"])):
+        ax.set_title(_kind_pairs_title(task, intervals[intervals["task"] == task], kinds))
+    handles, labels = axes[0].get_legend_handles_labels()
+    if axes[0].get_legend() is not None:
+        axes[0].get_legend().remove()
+    fig.set_layout_engine("constrained")
+    fig.legend(handles, labels, loc="outside lower center", ncol=len(labels), frameon=False)
+    return fig
+
+
+def _x_extent(ax) -> tuple[float, float] | None:
+    """The smallest and largest x of every marker and error bar drawn on ``ax`` (not the chance line)."""
+    xs = []
+    for line in ax.lines:
+        if line.get_linestyle() == "--":
+            continue
+        xs += [float(x) for x in line.get_xdata() if x == x]
+    for coll in ax.collections:
+        for seg in getattr(coll, "get_segments", lambda: [])():
+            xs += [float(x) for x in seg[:, 0] if x == x]
+    return (min(xs), max(xs)) if xs else None
+
+
+def plot_encoders_vs_paper(comparison: pd.DataFrame, intervals: pd.DataFrame | None = None, glue_title: str | None = None,
+                           title: str = "", fontsize: float = 11, chance: float = 50.0):
+    """:func:`helpers.report.reporting.plot_ours_vs_paper`, made readable at paper size: tick labels and titles at
+    ``fontsize``, every panel's x range widened to hold every marker (the paper's diamonds too, with a margin, and the
+    chance line), one legend entry for our scores (with or without an interval: the GLUE panel has none) below the
+    panels, and the GLUE panel titled ``glue_title`` (:func:`glue_panel_title`) when given."""
+    fig = plot_ours_vs_paper(comparison, intervals, chance=chance, title=title)
+    if glue_title:
+        retitle_panel(fig, "GLUE", glue_title)
+    for ax in fig.axes:
+        ext = _x_extent(ax)
+        if ext is None:
+            continue
+        lo, hi = ext
+        if any(line.get_linestyle() == "--" for line in ax.lines):
+            lo, hi = min(lo, chance), max(hi, chance)
+        pad = max(1.0, 0.08 * (hi - lo))
+        ax.set_xlim(lo - pad, hi + pad)
+        ax.tick_params(labelsize=fontsize)
+        ax.xaxis.label.set_size(fontsize)
+        ax.title.set_size(fontsize + 1)
+    for legend in fig.legends:
+        legend.remove()
+    fig.legends.clear()
+    has_ci = any(ax.containers for ax in fig.axes)
+    handles = [Line2D([], [], marker="o", ls="-" if has_ci else "", color="tab:blue",
+                      label="ours" + (" (95 % CI where drawn)" if has_ci else "")),
+               Line2D([], [], marker="D", ls="", color="tab:orange", label="paper")]
+    if any(line.get_linestyle() == "--" for ax in fig.axes for line in ax.lines):
+        handles.append(Line2D([], [], color="k", ls="--", lw=1, label="chance"))
+    if fig._suptitle is not None:
+        fig._suptitle.set_size(fontsize + 2)
+    fig.set_layout_engine("constrained")
+    fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), frameon=False, fontsize=fontsize)
+    return fig

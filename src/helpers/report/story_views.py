@@ -7,7 +7,9 @@ from typing import Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
+import pandas as pd
 
+from helpers.core.stats import bootstrap_mean_interval
 from helpers.judge.validity import CORRUPTIONS, VALIDITY_CRITERIA
 from helpers.story_eval.suites import GRADE_COLOURS, GRADES, SUITES
 
@@ -24,8 +26,10 @@ def validity_matrix(validity):
 
 def plot_validity(validity, title: str):
     """Bars of :func:`validity_matrix`'s shares per criterion, one per corruption (``all`` in dark grey), with
-    their 95 % intervals and the chance line at 0.5 (a judge that cannot tell real from corrupted endings)."""
-    fig, ax = plt.subplots(figsize=(9, 3.8))
+    their 95 % intervals and the chance line at 0.5 (a judge that cannot tell real from corrupted endings); the
+    legend (chance included) sits below the axes, where it hides no bar, and the y axis runs a little past 1 so
+    that an interval ending at 1 keeps its cap."""
+    fig, ax = plt.subplots(figsize=(9, 4.4), layout="constrained")
     kinds = [*CORRUPTIONS, "all"]
     width = 0.8 / len(kinds)
     crit = list(VALIDITY_CRITERIA)
@@ -35,10 +39,10 @@ def plot_validity(validity, title: str):
         ax.bar(x, t["real wins"], width, label=k, color="#333333" if k == "all" else None)
         ax.errorbar(x, t["real wins"], yerr=[t["real wins"] - t["low"], t["high"] - t["real wins"]], fmt="none",
                     ecolor="#555555", capsize=2, lw=1)
-    ax.axhline(0.5, color="red", lw=1, ls="--")
+    ax.axhline(0.5, color="red", lw=1, ls="--", label="chance (0.5)")
     ax.set_xticks(np.arange(len(crit)) + width * (len(kinds) - 1) / 2, crit)
-    ax.set(ylim=(0, 1), ylabel="real ending graded higher (share)", title=title)
-    ax.legend(ncol=len(kinds), fontsize=8, loc="lower left")
+    ax.set(ylim=(0, 1.06), ylabel="real ending graded higher (share)", title=title)
+    ax.legend(ncol=len(kinds) + 1, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.1), frameon=False)
     return fig
 
 
@@ -62,19 +66,52 @@ def plot_themed_grades(graded, models: Sequence[str], prompts_per_suite: Mapping
     return fig
 
 
+def instruct_intervals(scored, by: Sequence[str] = ("prompts", "model"), confidence: float = 0.95,
+                       n_boot: int = 1000, seed: int = 0):
+    """95 % intervals for :func:`helpers.story_eval.instruct.instruct_summary`'s ``share of required words used`` and
+    ``chance (words of another prompt)``: per ``by`` group of the scored stories (``n_words`` > 0; columns
+    ``prompt``, ``share_used``, ``chance_share``), a seeded percentile bootstrap over **prompts** (each prompt's
+    stories averaged first: the samples of one prompt share its words, so they are not independent), the same
+    resamples for both columns. Returns ``by`` plus ``required low``, ``required high``, ``chance low``,
+    ``chance high`` (fractions)."""
+    by = list(by)
+    s = scored[scored["n_words"] > 0]
+    rows = []
+    for key, part in s.groupby(by, sort=False):
+        per_prompt = part.groupby("prompt", sort=False)[["share_used", "chance_share"]].mean()
+        lo, hi = bootstrap_mean_interval(per_prompt.to_numpy(), confidence, n_boot, seed)
+        key = key if isinstance(key, tuple) else (key,)
+        rows.append({**dict(zip(by, key)), "required low": lo[0], "required high": hi[0],
+                     "chance low": lo[1], "chance high": hi[1]})
+    return pd.DataFrame(rows, columns=[*by, "required low", "required high", "chance low", "chance high"])
+
+
 def plot_instruct_words(instruct_table, prompt_sets: Sequence[str]):
     """One panel per prompt set: per model, the share of required words used beside chance (the words of another
-    prompt). ``instruct_table`` is :func:`helpers.story_eval.instruct.instruct_summary` by prompts and model."""
-    fig, axes = plt.subplots(1, len(prompt_sets), figsize=(5.5 * len(prompt_sets), 3.8), sharey=True)
-    for ax, set_name in zip(np.atleast_1d(axes), prompt_sets):
+    prompt), with 95 % intervals where ``instruct_table`` has :func:`instruct_intervals`' columns.
+    ``instruct_table`` is :func:`helpers.story_eval.instruct.instruct_summary` by prompts and model. Each panel's y
+    axis is scaled to its data (the shares are small, and a 0-1 axis flattens them)."""
+    fig, axes = plt.subplots(1, len(prompt_sets), figsize=(5.5 * len(prompt_sets), 4.2), squeeze=False,
+                             layout="constrained")
+    bars = {"share of required words used": ("required", "required words used", "#4c72b0", -0.2),
+            "chance (words of another prompt)": ("chance", "chance (another prompt's words)", "#bbbbbb", 0.2)}
+    for ax, set_name in zip(axes[0], prompt_sets):
         t = instruct_table[instruct_table.prompts == set_name]
         x = np.arange(len(t))
-        ax.bar(x - 0.2, t["share of required words used"], 0.4, label="required words used", color="#4c72b0")
-        ax.bar(x + 0.2, t["chance (words of another prompt)"], 0.4, label="chance (another prompt's words)",
-               color="#bbbbbb")
+        top = 0.0
+        for col, (key, label, colour, dx) in bars.items():
+            ax.bar(x + dx, t[col], 0.4, label=label, color=colour)
+            top = max(top, float(t[col].max()))
+            if f"{key} low" in t:
+                ax.errorbar(x + dx, t[col], yerr=[t[col] - t[f"{key} low"], t[f"{key} high"] - t[col]], fmt="none",
+                            ecolor="#333333", capsize=3, lw=1)
+                top = max(top, float(t[f"{key} high"].max()))
         ax.set_xticks(x, t["model"])
-        ax.set(title=f"{set_name} prompts", ylim=(0, 1), ylabel="share of required words")
-    np.atleast_1d(axes)[0].legend(fontsize=8)
+        ax.set(title=f"{set_name} prompts", ylim=(0, top * 1.15 if top > 0 else 1), ylabel="share of required words")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    interval = " (error bars: 95 % bootstrap intervals over prompts)" if "required low" in instruct_table else ""
+    fig.legend(handles, [lab + ("" if i else interval) for i, lab in enumerate(labels)], loc="outside lower center",
+               ncol=2, fontsize=8, frameon=False)
     return fig
 
 
@@ -83,7 +120,8 @@ def plot_judge_scores(judge_means, models: Sequence[str], criteria: Sequence[str
     criterion with its 95 % interval (:func:`helpers.judge.validity.grade_interval_table`: columns ``model``,
     ``decoding``, ``<criterion>``, ``<criterion> low``, ``<criterion> high``)."""
     decodings = list(dict.fromkeys(judge_means["decoding"]))
-    fig, axes = plt.subplots(1, len(decodings), figsize=(6 * len(decodings), 3.8), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, len(decodings), figsize=(6 * len(decodings), 4.2), sharey=True, squeeze=False,
+                             layout="constrained")
     width = 0.8 / len(criteria)
     for ax, dec in zip(axes[0], decodings):
         t = judge_means[judge_means.decoding == dec].set_index("model").reindex(models)
