@@ -77,6 +77,7 @@ def test_fmt_words():
     assert [budgets.fmt_words(x) for x in (5_000_000, 1_250_000, 125_000, 999)] == ["5M", "1.25M", "125k", "999"]
     assert budgets.fmt_words(1_249_200) == "1.2492M"  # exact: budgets are named with it
     assert [budgets.fmt_words(x, digits=3) for x in (1_249_200, 2_498_770, 99_989_100)] == ["1.25M", "2.5M", "100M"]
+    assert [budgets.fmt_words(x, digits=3) for x in (999_599, 999_499, 1_087_436)] == ["1M", "999k", "1.09M"]  # rounded first
 
 
 def test_readable_ledger_names_sources_and_moves_a_constant_seed(tmp_path):

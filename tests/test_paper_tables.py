@@ -68,8 +68,8 @@ def test_encoder_table_marks_missing_and_scaled_glue():
     for row in (x, y):
         assert math.isclose(row["Avg. zero-shot"], (60 + 55 + 50) / 3)
     assert math.isclose(paper["Avg. zero-shot"], (60 + 55 + 50) / 3) and paper["Avg."] == 58.8  # the paper's own Avg.
-    assert x["stands for"] == "baby-10M" and y["stands for"] == "" and y["total words"] == "2.00k"
-    assert (x["total words"], paper["total words"]) == ("1.00k", "10.0M")  # one format: the paper's budgets are text
+    assert x["stands for"] == "baby-10M" and y["stands for"] == "" and y["total words"] == "2k"
+    assert (x["total words"], paper["total words"]) == ("1k", "10M")  # one format: the paper's budgets are text
     assert x["BLiMP 95% CI"].startswith("[") and paper["BLiMP 95% CI"] == ""
     assert paper["EWoK context"] == "no (organisers' pipeline)" and x["EWoK context"] == "yes"
     assert paper["Avg. note"] == ""
@@ -200,7 +200,7 @@ def test_scale_vs_paper_counts_both_kinds_against_the_paper_models():
 
 
 def test_words_text_and_stands_for_of_replicates():
-    assert paper_tables.words_text(999_599) == "1.00M" and paper_tables.words_text(1_087_436) == "1.09M"
+    assert paper_tables.words_text(999_599) == "1M" and paper_tables.words_text(1_087_436) == "1.09M"
     assert paper_tables.words_text("10M") == "10M" and paper_tables.words_text(None) == ""
     assert paper_tables.words_text(float("nan")) == ""
     eq = {"a+b": "A + B", "a+b+g": "A + B + G"}

@@ -36,6 +36,8 @@ def fmt_words(n: float, digits: int | None = None) -> str:
     """``1250000 -> '1.25M'``, ``50000 -> '50k'``; exact (a budget's name) unless ``digits`` significant digits are
     asked for (``fmt_words(1249200, digits=3) -> '1.25M'``, for a count shown to people)."""
     spec = f".{digits}g" if digits else "g"
+    if digits:
+        n = float(f"{n:.{digits}g}")  # round before the unit is chosen: 999,599 -> 1.00e6 -> '1M', not '1e+03k'
     if n >= 1_000_000:
         return f"{n / 1e6:{spec}}M"
     if n >= 1_000:

@@ -77,18 +77,12 @@ def decoder_table(zero: Mapping[tuple[str, str], Any], decoders: Sequence[str], 
 
 
 def words_text(n: float | int | str | None) -> str:
-    """A word count as the paper writes its budgets (``999599 -> "1.00M"``, ``2000 -> "2.00k"``: three significant
-    digits, rounded before the unit is chosen); text (a budget already written, ``"10M"``) is kept and a missing
-    count is ``""``."""
+    """A word count as the paper writes its budgets, to three significant digits (``999599 -> "1M"``,
+    ``1087436 -> "1.09M"``, :func:`helpers.data.budgets.fmt_words`); text (a budget already written, ``"10M"``) is
+    kept and a missing count is ``""``."""
     if n is None or isinstance(n, str):
         return n or ""
-    if n != n:
-        return ""
-    r = float(f"{n:.3g}")
-    for unit, size in (("M", 1e6), ("k", 1e3)):
-        if r >= size:
-            return f"{r / size:#.3g}{unit}"
-    return str(int(r))
+    return "" if n != n else fmt_words(n, digits=3)
 
 
 def encoder_stands_for(encoders: Sequence[str], paper_equivalents: Mapping[str, str],
