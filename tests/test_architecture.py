@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from helpers.analysis import architecture as A
+from helpers.report import architecture_views as AV
 from helpers.analysis.architecture import (
     ContrastiveBlocks,
     best_per_budget,
@@ -239,7 +240,7 @@ def test_order_preference_cuts_stories_to_whole_sentences_that_fit(decoder_token
 def test_run_styles_tell_every_grid_shape_apart():
     shapes = {A.shape_name(s): s for s in A.expand_grid([{"hidden": [64, 128, 256], "layers": [2, 4], "heads": [4]},
                                                           {"hidden": [128], "layers": [4], "heads": [2, 8]}])}
-    styles = A.run_styles(shapes)
+    styles = AV.run_styles(shapes)
     assert len({tuple(st.values()) for st in styles.values()}) == len(shapes) == 8
     # one colour per width, one line style per depth, one marker per head count
     assert styles["h64-l2-a4"]["color"] == styles["h64-l4-a4"]["color"] != styles["h128-l4-a4"]["color"]
@@ -247,15 +248,15 @@ def test_run_styles_tell_every_grid_shape_apart():
     assert len({styles[f"h128-l4-a{h}"]["marker"] for h in (2, 4, 8)}) == 3
     assert styles["h128-l4-a4"]["marker"] == "o"  # the most common head count gets the plain circle
     with pytest.raises(ValueError):
-        A.run_styles({f"h{h}": {"hidden": h, "layers": 2, "heads": 4} for h in range(1, 20)})
+        AV.run_styles({f"h{h}": {"hidden": h, "layers": 2, "heads": 4} for h in range(1, 20)})
 
 
 def test_plain_log_ticks_are_round_and_inside_the_range():
-    assert A.plain_log_ticks(4.5, 6.2) == [4.5, 5.0, 5.5, 6.0]
-    t = A.plain_log_ticks(2.6, 4.1)
+    assert AV.plain_log_ticks(4.5, 6.2) == [4.5, 5.0, 5.5, 6.0]
+    t = AV.plain_log_ticks(2.6, 4.1)
     assert len(t) >= 4 and min(t) >= 2.6 and max(t) <= 4.1
     with pytest.raises(ValueError):
-        A.plain_log_ticks(5, 4)
+        AV.plain_log_ticks(5, 4)
 
 
 def test_loss_vs_flops_figure_has_plain_ticks_and_names_the_confidence():
@@ -269,7 +270,7 @@ def test_loss_vs_flops_figure_has_plain_ticks_and_names_the_confidence():
     frontier = pd.DataFrame(A.pareto_frontier(points.to_dict("records")))
     fit = A.fit_power_law(frontier.flops, frontier.valid_loss, 0.9)
     fig, ax = plt.subplots()
-    A.plot_loss_vs_flops(ax, points, frontier, fit, shapes)
+    AV.plot_loss_vs_flops(ax, points, frontier, fit, shapes)
     labels = [t.get_text() for t in ax.get_yticklabels()]
     assert len(labels) >= 4 and all("times" not in s and "^" not in s for s in labels)
     assert all(float(s) == pytest.approx(v) for s, v in zip(labels, ax.get_yticks()))

@@ -1,6 +1,7 @@
 import pytest
 
 from helpers.data import budgets
+from helpers.report import reporting
 from helpers.data.corpora import Document
 
 
@@ -84,11 +85,11 @@ def test_readable_ledger_names_sources_and_moves_a_constant_seed(tmp_path):
     led = budgets.Ledger(tmp_path / "ledger.json")
     led.add(budgets.CorpusEntry("tiny-5", "tiny", {"tinystories": 5}, 42))
     led.add(budgets.CorpusEntry("baby-6", "baby", {"aochildes": 4, "switchboard": 2}, 42))
-    view, note = budgets.readable_ledger(led.table())
+    view, note = reporting.readable_ledger(led.table())
     assert {"words (total)", "TinyStories words", "aochildes words", "switchboard words"} <= set(view.columns)
     assert not any(c.startswith("words:") for c in view.columns) and "seed" not in view.columns
     assert note == "sampling seed 42 for every corpus"
     assert view.set_index("corpus").loc["baby-6", "aochildes words"] == 4
     led.add(budgets.CorpusEntry("tiny-7", "tiny", {"tinystories": 7}, 1))
-    view, note = budgets.readable_ledger(led.table())
+    view, note = reporting.readable_ledger(led.table())
     assert "seed" in view.columns and note == ""

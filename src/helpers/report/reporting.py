@@ -405,3 +405,20 @@ def write_manifest(profile: str, notebook: str, params: dict[str, Any], inputs: 
         **(extra or {}),
     }
     write_json(path, dict(sorted(manifest.items())))
+
+
+def readable_ledger(table: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """:meth:`helpers.data.budgets.Ledger.table` for a report: ``words`` → ``words (total)``, ``words:<source>`` → ``<Source> words``
+    (``TinyStories words``, ``aochildes words``), and a ``seed`` equal in every row dropped and returned as a caption
+    sentence instead (empty when the seeds differ, which keeps the column)."""
+    names = {"words": "words (total)"}
+    for c in table.columns:
+        if c.startswith("words:"):
+            src = c.split(":", 1)[1]
+            names[c] = ("TinyStories" if src == "tinystories" else src) + " words"
+    out = table.rename(columns=names)
+    note = ""
+    if "seed" in out and len(out) and out["seed"].nunique() == 1:
+        note = f"sampling seed {out['seed'].iloc[0]} for every corpus"
+        out = out.drop(columns="seed")
+    return out, note
