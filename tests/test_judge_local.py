@@ -299,16 +299,15 @@ def test_real_smollm2_file(tmp_path):
     assert rec["age_group"] in J.AGE_GROUPS and rec["extra"]["valid_mass"] > 0.3
 
 
-def test_share_interval_uses_the_share_not_a_rounded_count():
+def test_wilson_interval_of_a_share_with_half_wins_is_not_a_rounded_count():
     from helpers.core.stats import wilson_interval
 
-    assert JV.share_interval(16 / 24, 24) == wilson_interval(16, 24)  # a whole count: the Wilson interval
-    a, b = JV.share_interval(16.5 / 24, 24), JV.share_interval(16.75 / 24, 24)  # ties as half wins
+    a, b = wilson_interval(16.5, 24), wilson_interval(16.75, 24)  # ties as half wins
     assert a != b and a[0] < b[0] and a[1] < b[1]  # 0.6875 and 0.6979 no longer share [0.467, 0.820]
     lo, hi = wilson_interval(16, 24)
     assert a[0] > lo and a[1] > hi
-    for share in (0.0, 0.3, 16.5 / 24, 1.0):
-        lo, hi = JV.share_interval(share, 24)
-        assert lo <= share <= hi
+    for k in (0.0, 7.2, 16.5, 24.0):
+        lo, hi = wilson_interval(k, 24)
+        assert lo <= k / 24 <= hi
     with pytest.raises(ValueError):
-        JV.share_interval(1.2, 24)
+        wilson_interval(28.8, 24)

@@ -47,10 +47,10 @@ def _old_validity_table(graded, criteria=JV.VALIDITY_CRITERIA, confidence=0.95, 
             if n == 0:
                 continue
             share = float(sub["win"].mean())
-            lo, hi = JV.share_interval(share, n, confidence)  # since 2026-11-26: the share itself, not a count rounded down
+            lo, hi = wilson_interval(float(sub["win"].sum()), n, confidence)  # since 2026-11-26: the share, not a count rounded down
             if kind == "all":
                 per_story = sub.groupby("pair")["win"].mean().to_numpy()
-                lo, hi = JV.share_interval(float(per_story.mean()), len(per_story), confidence)
+                lo, hi = wilson_interval(float(per_story.sum()), len(per_story), confidence)
                 rng = np.random.default_rng(seed)
                 boot = rng.choice(per_story, size=(samples, len(per_story)), replace=True).mean(axis=1)
                 blo, bhi = (float(x) for x in np.quantile(boot, [(1 - confidence) / 2, (1 + confidence) / 2]))

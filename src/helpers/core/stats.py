@@ -62,8 +62,9 @@ def bootstrap_mean_interval(values, confidence: float = 0.95, n_boot: int = 1000
     return np.atleast_1d(lo), np.atleast_1d(hi)
 
 
-def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
-    """Wilson score interval of a binomial proportion ``k / n`` (as fractions)."""
+def wilson_interval(k: float, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of a binomial proportion ``k / n`` (as fractions). ``k`` may be fractional (ties
+    counted as half a success): the share itself is used, never a count rounded down."""
     if n <= 0 or not 0 <= k <= n:
         raise ValueError(f"need 0 <= k <= n and n > 0, got k={k}, n={n}")
     z = NormalDist().inv_cdf(0.5 + confidence / 2)

@@ -12,7 +12,7 @@ ones (:data:`CORRUPTIONS`):
 
 For every criterion (grammar, creativity, consistency, plot, and the age group's expectation, A = 1 ... F = 6) and
 corruption, the statistic is the share of pairs where the real ending gets the higher expected grade (ties count
-one half), with a 95 % Wilson interval over pairs (:func:`share_interval`: the share itself, ties as half a win,
+one half), with a 95 % Wilson interval over pairs (:func:`helpers.core.stats.wilson_interval` of the share itself, ties as half a win,
 never a rounded count, so two different shares never get one interval).  A criterion *separates* when the share
 over all four corruptions has the lower bound of its 95 % interval above one half; that pooled interval counts
 stories, not pairs (a story's four pairs share one real ending, so they are not independent): the wider of a
@@ -23,10 +23,8 @@ corrupted ending).
 """
 from __future__ import annotations
 
-import math
 import random
 import re
-from statistics import NormalDist
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -144,26 +142,11 @@ def pair_outcomes(graded, criteria: Sequence[str] = VALIDITY_CRITERIA):
     return pd.DataFrame(rows, columns=["pair", "corruption", "criterion", "real", "corrupted", "win"])
 
 
-def share_interval(share: float, n: int, confidence: float = 0.95) -> tuple[float, float]:
-    """Wilson score interval of a share of ``n`` trials that may count ties as half a success (``share`` need not
-    be a multiple of ``1 / n``); for a whole count ``k`` it is :func:`helpers.core.stats.wilson_interval` of
-    ``k, n``."""
-    if n <= 0 or not 0.0 <= share <= 1.0:
-        raise ValueError(f"need 0 <= share <= 1 and n > 0, got share={share}, n={n}")
-    k = share * n
-    if abs(k - round(k)) < 1e-9:
-        return wilson_interval(int(round(k)), n, confidence)
-    z = NormalDist().inv_cdf(0.5 + confidence / 2)
-    centre = (share + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(share * (1 - share) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, min(share, centre - half)), min(1.0, max(share, centre + half))
-
-
 def validity_table(graded, criteria: Sequence[str] = VALIDITY_CRITERIA, confidence: float = 0.95,
                    samples: int = 2000, seed: int = 0):
     """Per criterion and corruption (and ``all`` corruptions): pairs, share where the real ending wins (ties half),
     its interval, mean grade difference (real - corrupted) and ``separates`` (lower bound > 0.5).  Per corruption:
-    Wilson interval over pairs (:func:`share_interval` of the share, ties as half a win); ``all``: the wider of a
+    Wilson interval over pairs (of the share, ties as half a win); ``all``: the wider of a
     Wilson interval over stories and a bootstrap over stories."""
 
     out = pair_outcomes(graded, criteria)
@@ -176,10 +159,10 @@ def validity_table(graded, criteria: Sequence[str] = VALIDITY_CRITERIA, confiden
             if n == 0:
                 continue
             share = float(sub["win"].mean())
-            lo, hi = share_interval(share, n, confidence)
+            lo, hi = wilson_interval(float(sub["win"].sum()), n, confidence)
             if kind == "all":  # a story's pairs share its real ending: count stories, not pairs, and keep the wider
                 per_story = sub.groupby("pair")["win"].mean().to_numpy()
-                lo, hi = share_interval(float(per_story.mean()), len(per_story), confidence)
+                lo, hi = wilson_interval(float(per_story.sum()), len(per_story), confidence)
                 blo, bhi = mean_interval(per_story, confidence, samples, seed)
                 lo, hi = min(lo, blo), max(hi, bhi)
             rows.append({"criterion": c, "corruption": kind, "pairs": n, "stories": int(sub["pair"].nunique()),
