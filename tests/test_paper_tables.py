@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from helpers.evaluation import zero_shot as evaluation
-from helpers.report import paper_tables
+from helpers.report import paper_tables, reporting
 
 
 class _Result:  # what the tables read of an EvalResult
@@ -173,13 +173,10 @@ def test_glue_panel_title_says_how_the_fine_tuning_was_scaled():
     title = paper_tables.glue_panel_title(finetune_config(epochs=2, max_train_examples=256))
     assert "256 training examples" in title and "2 epochs" in title and title.startswith("GLUE")
     assert paper_tables.glue_panel_title(finetune_config()) == "GLUE"
-    fig, axes = plt.subplots(1, 2)
-    axes[0].set_title("BLiMP")
-    axes[1].set_title("GLUE (no interval: mean of tasks)")
-    paper_tables.retitle_panel(fig, "GLUE", title)
-    assert axes[1].get_title() == title + "\n(no interval: mean of tasks)" and axes[0].get_title() == "BLiMP"
-    with pytest.raises(ValueError, match="no panel"):
-        paper_tables.retitle_panel(fig, "EWoK", "x")
+    comp = pd.DataFrame([{"mix": "a", "paper mix": "A", "benchmark": b, "ours (cpu)": 55.0, "paper": 60.0}
+                         for b in ("BLiMP", "GLUE")])
+    fig = reporting.plot_ours_vs_paper(comp, panel_titles={"GLUE": title})
+    assert fig.axes[1].get_title() == title + "\n(no interval: mean of tasks)" and fig.axes[0].get_title() == "BLiMP"
     plt.close(fig)
 
 
@@ -225,12 +222,12 @@ def test_zero_shot_intervals_name_pairs_in_row_order_and_keep_legend_off_the_row
     import matplotlib.pyplot as plt
 
     t = _interval_rows()
-    fig = paper_tables.plot_zero_shot_intervals(t, order=[("decoder", "d1"), ("decoder", "d2"), ("encoder", "e1")])
+    fig = reporting.plot_intervals(t, order=[("decoder", "d1"), ("decoder", "d2"), ("encoder", "e1")])
     assert fig.axes[0].get_title() == "BLiMP\n(decoders 5,000 / encoders 400 pairs)"
     assert all(ax.get_legend() is None for ax in fig.axes)  # no legend inside a panel
     assert [t.get_text() for t in fig.legends[0].get_texts()] == ["chance", "decoders", "encoders"]
     plt.close(fig)
-    fig = paper_tables.plot_zero_shot_intervals(t, order=[("encoder", "e1"), ("decoder", "d1"), ("decoder", "d2")])
+    fig = reporting.plot_intervals(t, order=[("encoder", "e1"), ("decoder", "d1"), ("decoder", "d2")])
     assert fig.axes[1].get_title() == "EWoK\n(encoders 400 / decoders 5,000 pairs)"
     plt.close(fig)
 
@@ -244,7 +241,7 @@ def test_encoders_vs_paper_holds_every_marker_and_has_one_entry_per_kind():
                          for m in ("a", "b") for b, paper in [("BLiMP", 71.2), ("GLUE", 69.5)]])
     ci = pd.DataFrame([{"kind": "encoder", "model": m, "task": "BLiMP", "pairs": 10, "accuracy": 55.0,
                         "ci_low": 50.0, "ci_high": 60.0} for m in ("a", "b")])
-    fig = paper_tables.plot_encoders_vs_paper(comp, ci, glue_title="GLUE (scaled)", fontsize=11)
+    fig = reporting.plot_ours_vs_paper(comp, ci, panel_titles={"GLUE": "GLUE (scaled)"}, fontsize=11)
     blimp, glue = fig.axes[:2]
     for ax in (blimp, glue):
         lo, hi = ax.get_xlim()

@@ -17,14 +17,12 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 import torch
-from matplotlib.lines import Line2D
 from transformers import GPTNeoForCausalLM
 
 from helpers.data.budgets import fmt_words
 from helpers.evaluation.finetune import protocol_note
 from helpers.models import decoder, ltg_bert
 from helpers.evaluation.zero_shot import average_note, paradigm_mean_interval, paper_ewok_has_context
-from helpers.report.reporting import plot_intervals, plot_ours_vs_paper
 
 ZERO_SHOT = (("blimp", "BLiMP"), ("supplement", "Supp."), ("ewok", "EWoK"))
 PAPER_COLUMNS = {"training_data": "training data", "total_words": "total words", "blimp": "BLiMP",
@@ -238,18 +236,6 @@ def glue_table(runs: pd.DataFrame, tasks: Sequence[str], paper: pd.DataFrame,
     return table.rename_axis("model")
 
 
-def retitle_panel(fig, panel: str, title: str) -> None:
-    """Give the panel of ``fig`` whose title starts with ``panel`` (e.g. the ``GLUE`` panel of
-    :func:`helpers.report.reporting.plot_ours_vs_paper`) the title ``title``, keeping what its old title said after
-    ``panel`` (e.g. "(no interval: mean of tasks)") on a line below; raise when there is none."""
-    axes = [ax for ax in fig.axes if ax.get_title().startswith(panel)]
-    if not axes:
-        raise ValueError(f"no panel titled {panel!r}")
-    for ax in axes:
-        rest = ax.get_title()[len(panel):].strip()
-        ax.set_title(title + (f"\n{rest}" if rest else ""))
-
-
 def glue_panel_title(cfg) -> str:
     """``GLUE (our fine-tuning scaled: 256 training examples, 2 epochs)``: how the runs of ``cfg`` (a
     :class:`helpers.evaluation.finetune_setup.FinetuneConfig`) differ from the paper's (all examples, 10 epochs);
@@ -284,81 +270,3 @@ def scale_vs_paper(ours: Mapping[str, Any]) -> pd.DataFrame:
         rows.append({"kind": kind, "ours (parameters)": mine, "paper model": label, "paper (parameters)": theirs,
                      "times smaller": theirs / mine})
     return pd.DataFrame(rows)
-
-
-def _kind_pairs_title(task: str, part: pd.DataFrame, kinds: Sequence[str]) -> str:
-    """``BLiMP\n(decoders 59,875 / encoders 4,020 pairs)``: the pairs per kind, in the rows' order of kinds."""
-    counts = []
-    for kind in kinds:
-        p = sorted({int(x) for x in part.loc[part["kind"] == kind, "pairs"]})
-        if p:
-            counts.append(f"{kind}s {' or '.join(f'{x:,}' for x in p)}")
-    return f"{task}\n({' / '.join(counts)} pairs)"
-
-
-def plot_zero_shot_intervals(intervals: pd.DataFrame, order: Sequence[tuple[str, str]] | None = None,
-                             title: str = "", chance: float = 50.0):
-    """:func:`helpers.report.reporting.plot_intervals` with each panel's pair counts named by kind in the rows'
-    order (decoders first when they are listed first) and the legend below the panels, where it covers no row."""
-    order = list(order or dict.fromkeys(zip(intervals["kind"], intervals["model"])))
-    fig = plot_intervals(intervals, order=order, chance=chance, title=title)
-    kinds = list(dict.fromkeys(k for k, _ in order))
-    axes = fig.axes
-    for ax, task in zip(axes, dict.fromkeys(intervals["task"])):
-        ax.set_title(_kind_pairs_title(task, intervals[intervals["task"] == task], kinds))
-    handles, labels = axes[0].get_legend_handles_labels()
-    if axes[0].get_legend() is not None:
-        axes[0].get_legend().remove()
-    fig.set_layout_engine("constrained")
-    fig.legend(handles, labels, loc="outside lower center", ncol=len(labels), frameon=False)
-    return fig
-
-
-def _x_extent(ax) -> tuple[float, float] | None:
-    """The smallest and largest x of every marker and error bar drawn on ``ax`` (not the chance line)."""
-    xs = []
-    for line in ax.lines:
-        if line.get_linestyle() == "--":
-            continue
-        xs += [float(x) for x in line.get_xdata() if x == x]
-    for coll in ax.collections:
-        for seg in getattr(coll, "get_segments", lambda: [])():
-            xs += [float(x) for x in seg[:, 0] if x == x]
-    return (min(xs), max(xs)) if xs else None
-
-
-def plot_encoders_vs_paper(comparison: pd.DataFrame, intervals: pd.DataFrame | None = None, glue_title: str | None = None,
-                           title: str = "", fontsize: float = 11, chance: float = 50.0):
-    """:func:`helpers.report.reporting.plot_ours_vs_paper`, made readable at paper size: tick labels and titles at
-    ``fontsize``, every panel's x range widened to hold every marker (the paper's diamonds too, with a margin, and the
-    chance line), one legend entry for our scores (with or without an interval: the GLUE panel has none) below the
-    panels, and the GLUE panel titled ``glue_title`` (:func:`glue_panel_title`) when given."""
-    fig = plot_ours_vs_paper(comparison, intervals, chance=chance, title=title)
-    if glue_title:
-        retitle_panel(fig, "GLUE", glue_title)
-    for ax in fig.axes:
-        ext = _x_extent(ax)
-        if ext is None:
-            continue
-        lo, hi = ext
-        if any(line.get_linestyle() == "--" for line in ax.lines):
-            lo, hi = min(lo, chance), max(hi, chance)
-        pad = max(1.0, 0.08 * (hi - lo))
-        ax.set_xlim(lo - pad, hi + pad)
-        ax.tick_params(labelsize=fontsize)
-        ax.xaxis.label.set_size(fontsize)
-        ax.title.set_size(fontsize + 1)
-    for legend in fig.legends:
-        legend.remove()
-    fig.legends.clear()
-    has_ci = any(ax.containers for ax in fig.axes)
-    handles = [Line2D([], [], marker="o", ls="-" if has_ci else "", color="tab:blue",
-                      label="ours" + (" (95 % CI where drawn)" if has_ci else "")),
-               Line2D([], [], marker="D", ls="", color="tab:orange", label="paper")]
-    if any(line.get_linestyle() == "--" for ax in fig.axes for line in ax.lines):
-        handles.append(Line2D([], [], color="k", ls="--", lw=1, label="chance"))
-    if fig._suptitle is not None:
-        fig._suptitle.set_size(fontsize + 2)
-    fig.set_layout_engine("constrained")
-    fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), frameon=False, fontsize=fontsize)
-    return fig

@@ -25,6 +25,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import pandas as pd
 import torch
+from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
 
 from helpers import __version__
@@ -266,13 +267,25 @@ def plot_loss_curves(results: dict, colours: dict, titles: tuple[str, str], ylab
     return fig
 
 
+def _kind_pairs_title(task: str, part, kinds) -> str:
+    """``BLiMP\n(decoders 59,875 / encoders 4,020 pairs)``: the pairs per kind, in the rows' order of kinds."""
+    counts = []
+    for kind in kinds:
+        p = sorted({int(x) for x in part.loc[part["kind"] == kind, "pairs"]})
+        if p:
+            counts.append(f"{kind}s {' or '.join(f'{x:,}' for x in p)}")
+    return f"{task}\n({' / '.join(counts)} pairs)"
+
+
 def plot_intervals(intervals, order: list[tuple[str, str]] | None = None, chance: float = 50.0,
                    colours: dict[str, str] | None = None, title: str = ""):
     """One panel per task of an interval table (columns kind, model, task, pairs, accuracy, ci_low, ci_high, as
     :func:`helpers.evaluation.zero_shot.interval_table` makes): each model's accuracy with its 95 % interval as an error bar,
-    coloured by kind, and the chance level as a dashed line. ``order`` lists (kind, model) from top to bottom."""
+    coloured by kind, and the chance level as a dashed line. ``order`` lists (kind, model) from top to bottom; each
+    panel's title names the pairs per kind in that order, and the legend sits below the panels, off the rows."""
     colours = colours or {"decoder": "tab:blue", "encoder": "tab:orange"}
-    order = order or list(dict.fromkeys(zip(intervals["kind"], intervals["model"])))
+    order = list(order or dict.fromkeys(zip(intervals["kind"], intervals["model"])))
+    kinds = list(dict.fromkeys(k for k, _ in order))
     tasks = list(dict.fromkeys(intervals["task"]))
     fig, axes = plt.subplots(1, len(tasks), figsize=(5 * len(tasks), 0.45 * len(order) + 1.5), sharey=True,
                              squeeze=False)
@@ -286,23 +299,30 @@ def plot_intervals(intervals, order: list[tuple[str, str]] | None = None, chance
                 ax.errorbar(k.accuracy, k.label, xerr=[k.accuracy - k.ci_low, k.ci_high - k.accuracy], fmt="o",
                             color=colour, capsize=3, label=kind + "s")
         ax.axvline(chance, color="k", ls="--", lw=1, label="chance")
-        pairs = sorted({int(p) for p in part.pairs})
-        ax.set(title=f"{task} ({' / '.join(f'{p:,}' for p in pairs)} pairs)", xlabel="accuracy (%), 95 % CI")
+        ax.set(title=_kind_pairs_title(task, intervals[intervals["task"] == task], kinds),
+               xlabel="accuracy (%), 95 % CI")
     axes[0][0].invert_yaxis()
-    axes[0][0].legend(loc="lower right")
+    handles, labels = axes[0][0].get_legend_handles_labels()
     if title:
         fig.suptitle(title)
+    fig.set_layout_engine("constrained")
+    fig.legend(handles, labels, loc="outside lower center", ncol=len(labels), frameon=False)
     return fig
 
 
 def plot_ours_vs_paper(comparison, intervals=None, ours: str | None = None, chance: float = 50.0,
-                       no_chance: tuple[str, ...] = ("GLUE",), title: str = ""):
+                       no_chance: tuple[str, ...] = ("GLUE",), title: str = "",
+                       panel_titles: dict[str, str] | None = None, fontsize: float = 11):
     """Our scores beside the paper's, one panel per benchmark (a ``compare_with_paper`` table: columns mix,
     paper mix, benchmark, ours, paper). Our score is a dot with its 95 % interval where ``intervals`` (an
     :func:`helpers.evaluation.zero_shot.interval_table` of the encoders) has it, the paper's a diamond; the chance level is
     a dashed line except in the ``no_chance`` panels (GLUE averages tasks whose chance levels differ). Rows are
-    labelled "our mix (paper mix)"; a missing paper value is simply absent."""
+    labelled "our mix (paper mix)"; a missing paper value is simply absent. ``panel_titles`` renames panels
+    (e.g. ``{"GLUE": "GLUE (our fine-tuning scaled: …)"}``; what the panel's title added, such as "(no interval:
+    mean of tasks)", goes on a line below). Text is ``fontsize`` points, every panel's x range holds all its markers,
+    interval ends and chance line with a margin, and one legend below the panels has one entry for our scores."""
     ours = ours or next(c for c in comparison.columns if str(c).startswith("ours"))
+    panel_titles = panel_titles or {}
     benchmarks = list(dict.fromkeys(comparison["benchmark"]))
     mixes = list(dict.fromkeys(comparison["mix"]))
     labels = {m: f"{m}\n(paper {p})" for m, p in zip(comparison["mix"], comparison["paper mix"])}
@@ -313,38 +333,52 @@ def plot_ours_vs_paper(comparison, intervals=None, ours: str | None = None, chan
                 raise ValueError(f"two intervals for {r.model} on {r.task}: pass the intervals of one kind of model")
             ci[(r.model, r.task)] = (r.ci_low, r.ci_high)
     fig, axes = plt.subplots(1, len(benchmarks), figsize=(3.6 * len(benchmarks) + 2.5, 0.7 * len(mixes) + 1.6),
-                             sharey=True, squeeze=False)
+                             sharey=True, squeeze=False, layout="constrained")
     ys = {m: i for i, m in enumerate(mixes)}
+    any_ci = any_chance = False
     for ax, bench in zip(axes[0], benchmarks):
         part = comparison[comparison["benchmark"] == bench]
-        have_ci = False
+        have_ci, xs = False, []
         for mix, score, paper in zip(part["mix"], part[ours], part["paper"]):
             y, lo_hi = ys[mix], ci.get((mix, bench))
             if score == score:  # not NaN
+                xs.append(score)
                 if lo_hi:
                     have_ci = True
+                    xs += list(lo_hi)
                     ax.errorbar(score, y, xerr=[[score - lo_hi[0]], [lo_hi[1] - score]], fmt="o", color="tab:blue",
-                                capsize=3, label="ours (95 % CI)")
+                                capsize=3)
                 else:
-                    ax.plot(score, y, "o", color="tab:blue", label="ours")
+                    ax.plot(score, y, "o", color="tab:blue")
             if paper == paper:
-                ax.plot(paper, y, "D", color="tab:orange", label="paper")
+                xs.append(paper)
+                ax.plot(paper, y, "D", color="tab:orange")
         if bench not in no_chance:
-            ax.axvline(chance, color="k", ls="--", lw=1, label="chance")
-        ax.set_title(bench + ("" if have_ci or bench not in no_chance else " (no interval: mean of tasks)"))
-        ax.set_xlabel("score (%)")
+            any_chance = True
+            xs.append(chance)
+            ax.axvline(chance, color="k", ls="--", lw=1)
+        any_ci |= have_ci
+        if xs:
+            lo, hi = min(xs), max(xs)
+            pad = max(1.0, 0.08 * (hi - lo))
+            ax.set_xlim(lo - pad, hi + pad)
+        note = "" if have_ci or bench not in no_chance else "(no interval: mean of tasks)"
+        head = panel_titles.get(bench)
+        ax.set_title(f"{head}\n{note}" if head and note else head or (bench + (f" {note}" if note else "")),
+                     fontsize=fontsize + 1)
+        ax.set_xlabel("score (%)", fontsize=fontsize)
+        ax.tick_params(labelsize=fontsize)
         ax.grid(axis="x", alpha=0.3)
     axes[0][0].set_yticks(range(len(mixes)), [labels[m] for m in mixes])
     axes[0][0].invert_yaxis()
-    handles = {}
-    for ax in axes[0]:
-        for h, lab in zip(*ax.get_legend_handles_labels()):
-            handles.setdefault(lab, h)
-    fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=len(handles), frameon=False,
-               bbox_to_anchor=(0.5, -0.02))
+    handles = [Line2D([], [], marker="o", ls="-" if any_ci else "", color="tab:blue",
+                      label="ours" + (" (95 % CI where drawn)" if any_ci else "")),
+               Line2D([], [], marker="D", ls="", color="tab:orange", label="paper")]
+    if any_chance:
+        handles.append(Line2D([], [], color="k", ls="--", lw=1, label="chance"))
     if title:
-        fig.suptitle(title)
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
+        fig.suptitle(title, fontsize=fontsize + 2)
+    fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), frameon=False, fontsize=fontsize)
     return fig
 
 
