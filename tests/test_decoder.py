@@ -616,3 +616,34 @@ def test_generation_and_scoring_raise_no_deprecation_warning():
         assert len(out) == 2 and len(out[0]) == 2
         sums, counts = lm_scoring.causal_scores(m, Tok(), [(None, "ab c"), ("x", "yz")])
         assert len(sums) == 2 and (counts > 0).all()
+
+
+@pytest.mark.parametrize("attention_type", ["global", "local"])
+@pytest.mark.parametrize("path", ["blocked", "sdpa"])
+def test_attention_dropout_paths_compute_eager_attention_in_expectation(monkeypatch, attention_type, path):
+    """Both training attention paths (the blocked one of a CPU, SDPA's fused dropout of a GPU: forced here on the
+    CPU) drop attention weights, never attend outside the causal/window range and are unbiased: with values set to
+    one-hot vectors per key, the output rows *are* the dropped attention weights, so every draw shows where weight
+    went and the mean of 3,000 draws is eager's weights (a missing 1/keep scale would be off by 2×)."""
+    import helpers.models.decoder as dec
+
+    T, window, p = 16, 4, 0.5
+    spec = dict(hidden=64, layers=2, heads=4, context=T, window=window, vocab_size=VOCAB, dropout=p)
+    model = build_decoder(gpt_neo_config(spec, **TOKEN_IDS), seed=0)
+    attn = next(m for m in model.modules() if isinstance(m, dec.FastGPTNeoSelfAttention) and m.attention_type == attention_type)
+    monkeypatch.setattr(dec, "_sdpa_dropout", lambda q: path == "sdpa")
+    g = torch.Generator().manual_seed(0)
+    q, k = torch.randn(2, 4, T, 16, generator=g) * 0.5, torch.randn(2, 4, T, 16, generator=g) * 0.5
+    v = torch.eye(T).expand(2, 4, T, T)  # output row i = attention weights of query i
+    with torch.no_grad():
+        attn.eval()
+        ref = attn._attn(q, k, v)[0]
+        allowed = attn.bias[0, 0, :T, :T]
+        assert (ref.masked_select(~allowed.expand_as(ref)) == 0).all() and (ref.masked_select(allowed.expand_as(ref)) > 0).all()
+        attn.train()
+        draws = torch.stack([attn._attn(q, k, v)[0] for _ in range(3000)])
+    assert (draws.masked_select(~allowed.expand_as(draws)) == 0).all()  # nothing outside the range, ever
+    kept = (draws > 0).float().mean()  # weights are positive where allowed: the share kept is 1 - p
+    assert abs(float(kept) / float((ref > 0).float().mean()) - (1 - p)) < 0.02
+    err = (draws.mean(0) - ref).abs().max()
+    assert err < 0.05, f"mean of the dropped weights is off eager's by {float(err):.3f}"

@@ -131,6 +131,23 @@ def test_benchmark_scripts_import():
         sys.path.remove(str(folder))
 
 
+def test_gpu_check_dry_run_on_cpu(tmp_path):
+    """``benchmarks/gpu_check.py`` (run on a lent GPU, where a broken section costs device time) runs every section
+    end to end on tiny shapes on the CPU: same code, no failure, every section reported."""
+    import json
+    import subprocess
+    import sys
+
+    script = ROOT / "benchmarks" / "gpu_check.py"
+    r = subprocess.run([sys.executable, str(script), "--device", "cpu", "--tiny", "--out", str(tmp_path)],
+                       capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    res = json.loads((tmp_path / "gpu_check.json").read_text())
+    assert res["failures"] == []
+    sections = {row["section"] for row in res["rows"]}
+    assert {"decoder numerics", "decoder step", "real run", "encoder numerics", "encoder step"} <= sections
+
+
 # ------------------------------------------------------------------ the repository stands alone (issue #16)
 _PRIVATE_DOC = re.compile("STUDY" + r"\.md", re.I)  # the private specification, not part of the repository
 _SEED_REF = re.compile(r"\bseeds?[ _-]0\d\d\b", re.I)  # "seed" + a three-digit id: the private papers' numbering

@@ -334,6 +334,15 @@ def lm_head_loss(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tens
     targets)`` within float rounding (``tests/test_decoder.py``)."""
     return _LmHeadLoss.apply(hidden, weight, targets, chunk)
 ATTENTION_CHUNK = 64  # query rows per block of the training (dropout) attention path
+# On a GPU, attention dropout runs inside SDPA's fused kernel (same function and dropout law as eager, its own random
+# draws): the blocked CPU path launches many small kernels there and reads its key ranges back to the host
+# (``benchmarks/gpu_check.py`` measures both). False: the blocked path everywhere (for that comparison).
+SDPA_DROPOUT_ON_GPU = True
+
+
+def _sdpa_dropout(query: torch.Tensor) -> bool:
+    """Whether attention dropout runs inside SDPA for ``query`` (on a GPU, see :data:`SDPA_DROPOUT_ON_GPU`)."""
+    return SDPA_DROPOUT_ON_GPU and query.is_cuda
 
 
 def _blocked_attention_with_dropout(query, key, value, allowed, attention_mask, p: float, chunk: int = ATTENTION_CHUNK):
@@ -367,9 +376,10 @@ class FastGPTNeoSelfAttention(_neo.GPTNeoSelfAttention):
     """GPT-Neo self-attention through ``scaled_dot_product_attention`` (same parameters and outputs as eager).
 
     Without attention dropout (evaluation, generation) attention weights are not materialised. With dropout
-    (training), PyTorch's CPU SDPA would fall back to its math kernel anyway, so the eager computation is done
+    (training) on a CPU, PyTorch's SDPA would fall back to its math kernel anyway, so the eager computation is done
     here directly with :func:`dropout_mask` (and the ``1/keep`` scale applied to the [q, d] output rather than
-    the [q, k] weights). When weights are asked for (``output_attentions=True``) HF's eager code is used."""
+    the [q, k] weights); on a GPU SDPA applies the dropout itself (:data:`SDPA_DROPOUT_ON_GPU`). When weights are
+    asked for (``output_attentions=True``) HF's eager code is used."""
 
     def _attn(self, query, key, value, attention_mask=None):
         if self._want_weights:
@@ -382,17 +392,17 @@ class FastGPTNeoSelfAttention(_neo.GPTNeoSelfAttention):
             attention_mask = torch.zeros(attention_mask.shape, dtype=torch.float32, device=query.device).masked_fill(
                 ~attention_mask, torch.finfo(torch.float32).min)
         allowed = self.bias[:, :, k_len - q_len : k_len, :k_len]
-        if dropout > 0.0:
+        if dropout > 0.0 and not _sdpa_dropout(query):
             return _blocked_attention_with_dropout(query, key, value32, allowed, attention_mask, dropout).to(dtype), None
         local = self.attention_type == "local" and k_len > self.config.window_size
         if attention_mask is None and not local and q_len == k_len:
-            out = F.scaled_dot_product_attention(query, key, value32, is_causal=True, scale=1.0)
+            out = F.scaled_dot_product_attention(query, key, value32, is_causal=True, scale=1.0, dropout_p=dropout)
         elif attention_mask is None:
-            out = F.scaled_dot_product_attention(query, key, value32, attn_mask=allowed, scale=1.0)
+            out = F.scaled_dot_product_attention(query, key, value32, attn_mask=allowed, scale=1.0, dropout_p=dropout)
         else:
             # eager: where(bias, w, min) + mask; rows masked everywhere stay finite (uniform), never NaN
             mask = attention_mask.float().masked_fill(~allowed, torch.finfo(torch.float32).min)
-            out = F.scaled_dot_product_attention(query, key, value32, attn_mask=mask, scale=1.0)
+            out = F.scaled_dot_product_attention(query, key, value32, attn_mask=mask, scale=1.0, dropout_p=dropout)
         return out.to(dtype), None
 
     _want_weights = False
