@@ -49,9 +49,12 @@ from helpers.core.hardware import autocast_context, cpu_info, resolve_precision 
 from helpers.data.corpora import load_tinystories  # noqa: E402
 from helpers.data.masking import MaskedBlocks, TokenIds, mlm_loss  # noqa: E402
 from helpers.data.tokenizers import train_tokenizer  # noqa: E402
+from helpers.evaluation.finetune import finetune_task  # noqa: E402
+from helpers.evaluation.finetune_setup import FinetuneConfig  # noqa: E402
 from helpers.evaluation.lm_scoring import causal_scores  # noqa: E402
+from helpers.evaluation.zero_shot import evaluate_saved  # noqa: E402
 from helpers.evaluation.minimal_pairs import load_blimp  # noqa: E402
-from helpers.generation.completions import generate  # noqa: E402
+from helpers.generation.completions import cached_completions, generate, make_prompts  # noqa: E402
 from helpers.generation.decoding import Decoding  # noqa: E402
 from helpers.models import decoder  # noqa: E402
 from helpers.models.decoder import DecoderSpec, build_decoder, disable_fast_attention, flops_per_token  # noqa: E402
@@ -179,7 +182,7 @@ def decoder_throughput(a, spec: DecoderSpec) -> float:
         if torch.device(a.device).type == "cuda":
             torch.cuda.empty_cache()
     base = results["HF eager fp32, dropout 0"]
-    flops = flops_per_token(decoder.gpt_neo_config(spec))
+    flops = flops_per_token(decoder.gpt_neo_config(spec, **IDS))
     for name, tps in results.items():
         row("decoder step", f"{name}: tokens/s", f"{tps:,.0f}", f"{base:,.0f}", f"{tps / base:.2f}x",
             note=f"{tps * flops / 1e12:.1f} TFLOP/s")
@@ -266,6 +269,54 @@ def real_run(a, spec: DecoderSpec, work: Path) -> None:
     d = abs(finals["uninterrupted"][0] - finals["resumed"][0])
     row("real run", "resume on device: |final valid loss diff| (resumed at step "
         f"{finals['resumed'][1]} of 20)", f"{d:.2e}", note="bitwise on CPU; GPU kernels may differ in the last bits")
+    pipeline(a, best, tok, train_texts, held, work)
+
+
+def pipeline(a, decoder_dir: Path, dec_tok, train_texts, held, work: Path) -> None:
+    """The notebooks' helpers as they run on the paper profile, with ``device="auto"``: D_gen-style completions
+    (``cached_completions``), zero-shot scoring of a saved decoder and a saved encoder (``evaluate_saved``) and GLUE
+    fine-tuning (``finetune_task``), each against the CPU where a comparison means something."""
+    source = [" ".join(t.split()[:50]) for t in held] if a.tiny else held  # tiny: stories that fit a 64-token context
+    prompts = make_prompts(source, n=64, frac=(0.15, 0.30), seed=0)
+    timings = {}
+    for device in ("auto", "cpu"):
+        t = time.perf_counter()
+        r = evaluate_saved(decoder_dir, "causal", tasks=("blimp",), limit_per_task=a.blimp_per_task, progress=False,
+                           log=lambda *_: None, device=device)
+        timings[device] = (time.perf_counter() - t, float(r.summary["task"]["accuracy"].iloc[0]))
+    row("pipeline", "evaluate_saved(decoder, blimp), device auto vs cpu: seconds", f"{timings['auto'][0]:.1f}",
+        f"{timings['cpu'][0]:.1f}", f"{timings['cpu'][0] / timings['auto'][0]:.1f}x faster",
+        note=f"accuracy {timings['auto'][1]:.2f} vs {timings['cpu'][1]:.2f}")
+
+    # completions as notebook 03 makes D_gen: the model is loaded and moved by cached_completions itself
+    t = time.perf_counter()
+    rows = cached_completions(work / "gen.jsonl", decoder_dir, prompts, Decoding("nucleus", k=2),
+                              model_name="gpu-check", max_new_tokens=128, progress=False, log=lambda *_: None)
+    row("pipeline", f"cached_completions, {len(prompts)} prompts × 2 nucleus samples", f"{len(rows)} rows",
+        note=f"{time.perf_counter() - t:.1f} s")
+
+    # an encoder saved as notebook 04 saves it (random weights: this checks the path, not the accuracy)
+    enc_tok = train_tokenizer(train_texts[:5000], "encoder", vocab_size=a.enc_vocab)
+    enc_dir = work / "encoder"
+    torch.manual_seed(0)
+    LtgBertForMaskedLM(ltg_bert_config(a.enc_preset, len(enc_tok))).save_pretrained(enc_dir)
+    enc_tok.save_pretrained(enc_dir)
+    timings = {}
+    for device in ("auto", "cpu"):
+        t = time.perf_counter()
+        r = evaluate_saved(enc_dir, "mlm", tasks=("blimp",), limit_per_task=max(2, a.blimp_per_task // 5),
+                           progress=False, log=lambda *_: None, device=device)
+        timings[device] = (time.perf_counter() - t, torch.tensor([x["score_good"] for x in r.rows], dtype=torch.float64))
+    row("pipeline", "evaluate_saved(encoder, blimp PLL), device auto vs cpu: seconds", f"{timings['auto'][0]:.1f}",
+        f"{timings['cpu'][0]:.1f}", f"{timings['cpu'][0] / timings['auto'][0]:.1f}x faster",
+        note=f"max |PLL diff| {float((timings['auto'][1] - timings['cpu'][1]).abs().max()):.1e} nats")
+
+    cfg = FinetuneConfig(epochs=2, max_train_examples=a.ft_examples, max_eval_examples=a.ft_examples // 2)
+    for name, folder in (("decoder", decoder_dir), ("encoder", enc_dir)):
+        t = time.perf_counter()
+        res = finetune_task(folder, "mrpc", cfg, log=lambda *_: None, progress=False)
+        row("pipeline", f"finetune_task({name}, mrpc), {a.ft_examples} examples × 2 epochs, device auto",
+            f"{res.get('metric')} {res.get('score'):.3f}", note=f"{time.perf_counter() - t:.1f} s")
 
 
 def _prefix_share(a: list[int], b: list[int]) -> float:
@@ -302,7 +353,7 @@ def encoder_check(a) -> None:
         with autocast_context(precision, where)():
             loss = mlm_loss(m, {k: v.to(where) for k, v in b.items()})
         loss.float().backward()
-        losses[(where, precision)], gr[(where, precision)] = float(loss), grads(m)
+        losses[(where, precision)], gr[(where, precision)] = float(loss.detach()), grads(m)
     ref = losses[("cpu", "fp32")]
     row("encoder numerics", "LTG-BERT fp32 device vs CPU: |loss diff|", f"{abs(losses[(a.device, 'fp32')] - ref):.2e}",
         note=f"loss {ref:.4f}")
@@ -355,11 +406,11 @@ def main() -> int:
     if a.tiny:
         spec = DecoderSpec(hidden=64, layers=2, heads=4, context=64, window=32, vocab_size=512)
         a.micro, a.warmup, a.repeats, a.real_steps, a.real_batch, a.blimp_per_task = 4, 1, 2, 8, 8, 2
-        a.enc_preset, a.enc_vocab, a.enc_micro = "smoke", 512, 8
+        a.enc_preset, a.enc_vocab, a.enc_micro, a.ft_examples = "smoke", 512, 8, 32
     else:
         spec = DecoderSpec(**decoder.PRESETS["berttime-paper"], dropout=0.0)
         a.micro, a.warmup, a.repeats, a.real_steps, a.real_batch, a.blimp_per_task = 32, 3, 10, 300, 64, 50
-        a.enc_preset, a.enc_vocab, a.enc_micro = "base", 16_384, 64
+        a.enc_preset, a.enc_vocab, a.enc_micro, a.ft_examples = "base", 16_384, 64, 1024
     env = {"torch": torch.__version__, "transformers": transformers.__version__, "python": platform.python_version(),
            "cpu": cpu_info()["label"], "device": a.device}
     if a.device.startswith("cuda"):

@@ -382,3 +382,23 @@ def test_majority_baseline_is_the_constant_training_majority_on_the_reported_exa
 def test_scaled_protocol_tasks_counts_mnli_mm_with_mnli():
     scaled = ft.scaled_protocol_tasks(ALL_TASKS, finetune_config())
     assert scaled == [t for t in ALL_TASKS if t not in WITH_TRAIN] and len(scaled) == 7 and "mnli-mm" in scaled
+
+
+def test_a_decoder_with_a_short_context_fine_tunes_on_what_fits(tmp_path):
+    """A decoder whose context (16 tokens) is shorter than ``max_length`` (128) reads the first 16 tokens of each
+    example (its position table has no more rows) and says so, instead of failing inside the embedding."""
+    from helpers.data.tokenizers import train_tokenizer
+    from helpers.models.decoder import build_decoder
+
+    texts = [e.a + " " + (e.b or "") for e in gt.load_examples("rte", "valid")[:200]]
+    tok = train_tokenizer(texts, "decoder", 512)
+    eot = tok.convert_tokens_to_ids("<|endoftext|>")
+    spec = dict(hidden=32, layers=2, heads=2, context=16, window=8, vocab_size=len(tok), dropout=0.0)
+    build_decoder(spec, seed=0, bos_token_id=eot, eos_token_id=eot, pad_token_id=eot).save_pretrained(tmp_path)
+    tok.save_pretrained(str(tmp_path))
+    data = fs.prepare_task("rte", finetune_config(max_train_examples=16, max_eval_examples=16))
+    logs: list[str] = []
+    rec = ft.finetune_prepared(tmp_path, data, finetune_config(epochs=1, batch_size=8, max_length=128), log=logs.append,
+                               progress=False)
+    assert rec["config"]["max_length"] == 16 and rec["kind"] == "decoder"
+    assert any("cut to the model's context of 16 tokens" in s for s in logs)

@@ -54,3 +54,16 @@ def test_autocast_context():
         assert lin(x).dtype == torch.bfloat16
     with pytest.raises(ValueError):
         hardware.autocast_context("auto")
+
+
+def test_compute_device_prefers_the_gpu_only_when_there_is_one(monkeypatch):
+    import torch
+
+    from helpers.core.hardware import compute_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert compute_device("auto") == torch.device("cpu") and compute_device("auto", 3) == torch.device("cpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert compute_device("auto") == torch.device("cuda", 0) and compute_device("auto", 2) == torch.device("cuda", 2)
+    assert compute_device("cpu") == torch.device("cpu") and compute_device("cuda:1") == torch.device("cuda", 1)
+    assert compute_device(torch.device("cpu")) == torch.device("cpu")

@@ -6,6 +6,8 @@
   Without it PyTorch emulates bf16 and training gets *slower*, so ``precision: auto`` falls back to fp32.
 * :func:`autocast_context`: ``torch.autocast`` to bf16 for the forward pass (weights, optimizer state and the
   loss's log-softmax stay fp32), or a no-op.
+* :func:`compute_device`: where models train and run (``"auto"``: the GPU when there is one, else the CPU); the one
+  rule training, fine-tuning, generation and scoring share.
 """
 from __future__ import annotations
 
@@ -50,6 +52,16 @@ def cpu_info() -> dict:
     label = model + (f" (family {family}, model {model_id})" if family and model_id else "")
     return {"model": model, "family": family, "model_id": model_id, "stepping": stepping, "label": label,
             "flags": [f for f in _FLAGS if f in flags], "cores": os.cpu_count(), "torch_capability": capability}
+
+
+def compute_device(requested: str | torch.device = "auto", index: int = 0) -> torch.device:
+    """``torch.device`` for ``requested``: ``"auto"`` is CUDA device ``index`` (a process's local rank) when CUDA is
+    available, else the CPU; anything else is taken as it is (``"cpu"``, ``"cuda:1"``, ...)."""
+    if isinstance(requested, torch.device):
+        return requested
+    if requested == "auto":
+        return torch.device("cuda", index) if torch.cuda.is_available() else torch.device("cpu")
+    return torch.device(requested)
 
 
 def native_bf16(device: torch.device | str = "cpu") -> bool:

@@ -25,6 +25,7 @@ import torch
 import transformers
 
 from helpers.core.artifacts import read_json
+from helpers.core.hardware import compute_device
 from helpers.core.progress import progress as progress_bar
 from helpers.data.tokenizers import load_tokenizer
 from helpers.evaluation.finetune_setup import FinetuneConfig
@@ -170,10 +171,6 @@ class FitResult:
     steps: int
 
 
-def _device(cfg: FinetuneConfig) -> torch.device:
-    if cfg.device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(cfg.device)
 
 
 def fit(model, tokenizer, train: Sequence[Example], dev: Sequence[Example], cfg: FinetuneConfig, metric: str,
@@ -184,7 +181,7 @@ def fit(model, tokenizer, train: Sequence[Example], dev: Sequence[Example], cfg:
     argument here."""
     if not train or not dev:
         raise ValueError(f"{desc}: empty train ({len(train)}) or dev ({len(dev)}) split")
-    device = _device(cfg)
+    device = compute_device(cfg.device)
     model.to(device)
     torch.manual_seed(cfg.seed)
     gen = torch.Generator().manual_seed(cfg.seed)

@@ -12,21 +12,23 @@ Scores are fractions in [0, 1] (MCC in [-1, 1]); multiply by 100 to compare with
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
+import numpy as np
 import pandas as pd
 
 from helpers.core.artifacts import fingerprint, read_json, run_step, sha256_file, write_json
+from helpers.core.hardware import compute_device
 from helpers.core.parallel import run_jobs
-from helpers.evaluation.classifier import _device, evaluate_examples, fit, load_classifier
+from helpers.evaluation.classifier import evaluate_examples, fit, load_classifier
 from helpers.evaluation.finetune_setup import FinetuneConfig, TaskData, data_files, prepare_task
-import numpy as np
-
 from helpers.evaluation.glue_tasks import (STANDARD, TASK_NAMES, TASKS, constant_score, majority_label, metric_interval,
                                            train_file)
+from helpers.models.decoder import context_length
 
 FINETUNE_VERSION = 3  # 2: bootstrap intervals of the reported metric; 3: predicted-class counts. Bump when a change alters results, so cached results are recomputed
 
@@ -57,11 +59,15 @@ def finetune_prepared(model_dir: str | Path, data: TaskData, cfg: FinetuneConfig
     t0 = time.time()
     data.check_disjoint()
     model, tokenizer, kind = load_classifier(model_dir, data.num_labels, data.label_names, cfg.seed)
+    context = context_length(model)
+    if context is not None and context < cfg.max_length:  # a model with a short context reads what fits it
+        log(f"[{data.task}] max_length {cfg.max_length} cut to the model's context of {context} tokens")
+        cfg = dataclasses.replace(cfg, max_length=context)
     log(f"[{data.task}] {kind} {model_name(model_dir)}: train {len(data.train)}, dev {len(data.dev)}, "
         + ", ".join(f"test[{k}] {len(v)}" for k, v in data.tests.items()) + f" ({data.protocol})")
     res = fit(model, tokenizer, data.train, data.dev, cfg, data.metric, data.num_labels, kind, progress, log,
               desc=data.task)
-    device = _device(cfg)
+    device = compute_device(cfg.device)
     reports, intervals, predicted = {}, {}, {}
     for k, v in data.tests.items():  # each reported split once, with a bootstrap interval of its metric
         reports[k], y, p = evaluate_examples(model, tokenizer, v, cfg, kind, data.num_labels, device, return_predictions=True)

@@ -47,6 +47,7 @@ import pandas as pd
 import torch
 
 from helpers.core.artifacts import fingerprint, read_jsonl, run_step, sha256_file, write_jsonl
+from helpers.core.hardware import compute_device
 from helpers.core.stats import percentile_interval
 from helpers.data.tokenizers import load_tokenizer
 from helpers.evaluation.lm_scoring import Request, _bar, causal_scores, mlm_scores
@@ -314,8 +315,12 @@ def evaluate_model(
     delimiter: str = " ",
     progress: bool = True,
     log: Callable[[str], None] = print,
+    device: str | None = "auto",
 ) -> EvalResult:
     """Score ``model`` on the minimal-pair ``tasks`` and summarise (see the module docstring for the protocol).
+
+    ``device``: the model is moved there first (``"auto"``: the GPU when there is one, see
+    :func:`helpers.core.hardware.compute_device`; ``None``: left where it is).
 
     ``reduction`` (masked LMs): ``"sum"`` or ``"mean"`` PLL; decoders always use the summed log-probability, so
     anything but ``None``/``"sum"`` is refused for ``kind="causal"``. With ``out_dir`` the per-item rows of each
@@ -328,6 +333,8 @@ def evaluate_model(
     bad = [t for t in tasks if t not in TASKS]
     if bad:
         raise ValueError(f"unknown task(s) {bad}; choose from {TASKS}")
+    if device is not None:
+        model.to(compute_device(device))
     settings = EvalSettings(kind=kind, reduction=reduction or "sum", delimiter=delimiter, ewok_context=ewok_context,
                             seed=seed, limit_per_task=limit_per_task, blimp_version=blimp_version,
                             batch_size=batch_size, max_tokens=max_tokens)

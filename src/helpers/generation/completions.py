@@ -26,6 +26,7 @@ from typing import Any, Iterable, Sequence
 import torch
 
 from helpers.core.artifacts import fingerprint, read_jsonl, run_step, sha256_file, write_jsonl
+from helpers.core.hardware import compute_device
 from helpers.core.progress import progress as progress_bar
 from helpers.data.budgets import CorpusEntry
 from helpers.data.corpora import EOT  # the end-of-text token (also completions.EOT)
@@ -263,9 +264,11 @@ def cached_completions(
     seed: int = 0,
     progress: bool = True,
     log=print,
+    device: str = "auto",
 ) -> list[dict]:
     """Completion rows of ``prompts`` by the checkpoint in ``model_dir``, generated once and kept as JSONL at
-    ``path``; a rerun with the same weights, prompts and settings reads the file instead (``[skip]``)."""
+    ``path``; a rerun with the same weights, prompts and settings reads the file instead (``[skip]``). The model runs
+    on ``device`` (``"auto"``: the GPU when there is one, see :func:`helpers.core.hardware.compute_device`)."""
     model_dir, path = Path(model_dir), Path(path)
     weights = sorted(model_dir.glob("*.safetensors")) or sorted(model_dir.glob("*.bin"))
     if not weights:
@@ -274,7 +277,7 @@ def cached_completions(
                      max_new_tokens, batch_size, seed, "rows-v2")
 
     def work():
-        model, tok = load_decoder(model_dir), load_tokenizer(model_dir)
+        model, tok = load_decoder(model_dir).to(compute_device(device)), load_tokenizer(model_dir)
         comps, ended = complete_prompts(model, tok, prompts, decoding, max_new_tokens, batch_size, seed, progress,
                                         desc=f"{model_name} {decoding.name}", return_ended=True)
         write_jsonl(path, completion_rows(prompts, comps, model_name, decoding, seed, ended))

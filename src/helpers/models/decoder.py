@@ -334,14 +334,12 @@ def lm_head_loss(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tens
     targets)`` within float rounding (``tests/test_decoder.py``)."""
     return _LmHeadLoss.apply(hidden, weight, targets, chunk)
 ATTENTION_CHUNK = 64  # query rows per block of the training (dropout) attention path
-# On a GPU, attention dropout runs inside SDPA's fused kernel (same function and dropout law as eager, its own random
-# draws): the blocked CPU path launches many small kernels there and reads its key ranges back to the host
-# (``benchmarks/gpu_check.py`` measures both). False: the blocked path everywhere (for that comparison).
+# On a GPU, attention dropout runs inside SDPA's fused kernel (eager's function and dropout law, its own draws; 2.4x
+# the blocked path there, ``benchmarks/gpu_check.py``). False: the blocked path everywhere (for that comparison).
 SDPA_DROPOUT_ON_GPU = True
 
 
-def _sdpa_dropout(query: torch.Tensor) -> bool:
-    """Whether attention dropout runs inside SDPA for ``query`` (on a GPU, see :data:`SDPA_DROPOUT_ON_GPU`)."""
+def _sdpa_dropout(query: torch.Tensor) -> bool:  # where attention dropout runs inside SDPA (a GPU)
     return SDPA_DROPOUT_ON_GPU and query.is_cuda
 
 
@@ -376,10 +374,9 @@ class FastGPTNeoSelfAttention(_neo.GPTNeoSelfAttention):
     """GPT-Neo self-attention through ``scaled_dot_product_attention`` (same parameters and outputs as eager).
 
     Without attention dropout (evaluation, generation) attention weights are not materialised. With dropout
-    (training) on a CPU, PyTorch's SDPA would fall back to its math kernel anyway, so the eager computation is done
-    here directly with :func:`dropout_mask` (and the ``1/keep`` scale applied to the [q, d] output rather than
-    the [q, k] weights); on a GPU SDPA applies the dropout itself (:data:`SDPA_DROPOUT_ON_GPU`). When weights are
-    asked for (``output_attentions=True``) HF's eager code is used."""
+    (training) on a CPU, SDPA would fall back to its math kernel anyway, so eager's computation is done here with
+    :func:`dropout_mask` (the ``1/keep`` scale on the [q, d] output, not the [q, k] weights); on a GPU SDPA applies
+    the dropout (:data:`SDPA_DROPOUT_ON_GPU`). With ``output_attentions=True`` HF's eager code is used."""
 
     def _attn(self, query, key, value, attention_mask=None):
         if self._want_weights:

@@ -42,7 +42,7 @@ from transformers import GPTNeoForCausalLM
 
 from helpers.core.artifacts import atomic_path, read_json, write_json
 from helpers.core.config import shown_path
-from helpers.core.hardware import autocast_context, resolve_precision
+from helpers.core.hardware import autocast_context, compute_device, resolve_precision
 from helpers.core.progress import progress as progress_bar
 from helpers.data.corpora import PackedBlocks
 from helpers.models import decoder
@@ -178,11 +178,7 @@ def _barrier(d: Dist) -> None:
 
 
 def _device(cfg: TrainConfig, d: Dist) -> torch.device:
-    if cfg.device != "auto":
-        return torch.device(cfg.device)
-    if torch.cuda.is_available():
-        return torch.device("cuda", d.local_rank)
-    return torch.device("cpu")
+    return compute_device(cfg.device, d.local_rank)
 
 
 # ----------------------------------------------------------------------------- the loop
