@@ -63,6 +63,12 @@ HOMES = {
     "analysis.memory": ["peak_train_memory", "memory_table", "cached_memory_table", "memory_pivot"],
     # one sentence splitter for every stage (architecture.py and judge_validity.py had their own rules) and one EOT
     "data.corpora": ["EOT", "split_sentences"],
+    # one nucleus/greedy sampler for every model (the compressor had its own), one context-length reader, one place
+    # that says where models run, one HTML table style
+    "generation.decoding": ["Decoding", "sample_next", "decoding_from_name", "nested_decodings"],
+    "models.decoder": ["context_length"],
+    "core.hardware": ["compute_device", "native_bf16", "resolve_precision", "autocast_context", "cpu_info"],
+    "core.html_table": ["styled_table"],
 }
 SPLIT = ["judge.rubric", "judge.client", "judge.local", "judge.runs", "story_eval.folding", "story_eval.suites",
          "story_eval.instruct", "diversity.self_bleu", "diversity.rouge", "diversity.ngram_index",

@@ -32,6 +32,7 @@ from helpers import __version__
 from helpers.core.artifacts import atomic_path, read_json, write_json, write_text
 from helpers.core.config import repo_root, reports_dir, shown_path
 from helpers.core.hardware import cpu_info
+from helpers.core.html_table import styled_table
 
 LARGE = 1e5  # from here on a float is written with thousands separators and no decimals, never as 1.89e+11
 
@@ -203,15 +204,11 @@ def _has_tabulate() -> bool:
 
 def html_table(df, caption: str | None = None) -> str:
     """A readable, self-contained HTML rendering of ``df`` (wrapped text, left-aligned; for long text cells)."""
-    style = ("<style>table.sb{border-collapse:collapse;font-family:sans-serif;font-size:13px}"
-             "table.sb td,table.sb th{border:1px solid #ccc;padding:6px;vertical-align:top;text-align:left;"
-             "max-width:70ch;white-space:pre-wrap}table.sb th{background:#f3f3f3}"
-             "table.sb caption{caption-side:top;text-align:left;padding:6px 0;max-width:140ch}</style>")
-    head = "".join(f"<th>{_html.escape(str(c))}</th>" for c in df.columns)
-    body = "".join("<tr>" + "".join(f"<td>{_html.escape(str(v))}</td>" for v in row) + "</tr>"
-                   for row in df.itertuples(index=False))
+    head = [f"<th>{_html.escape(str(c))}</th>" for c in df.columns]
+    body = ["<tr>" + "".join(f"<td>{_html.escape(str(v))}</td>" for v in row) + "</tr>" for row in df.itertuples(index=False)]
     cap = f"<caption>{_html.escape(caption)}</caption>" if caption else ""
-    return f'{style}<table class="sb">{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+    return styled_table("sb", head, body, cap, cell_css="max-width:70ch;white-space:pre-wrap", font_px=13,
+                        border="#ccc", pad_px=6, caption_css=";max-width:140ch")
 
 
 FIGURE_FORMATS = ("png", "pdf")

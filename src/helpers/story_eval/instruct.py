@@ -32,6 +32,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import pandas as pd
 
 from helpers.core.artifacts import read_json
+from helpers.core.html_table import styled_table
 from helpers.data.budgets import read_corpus
 from helpers.data.corpora import read_text, split_sentences
 from helpers.story_eval.folding import _find, ascii_quotes, fold, folded
@@ -306,11 +307,7 @@ def highlight_words(text: str, words: Sequence[str]) -> str:
 
 def instruct_examples_html(rows: Sequence[Mapping[str, Any]], models: Sequence[str], caption: str | None = None) -> str:
     """A table of instruct prompts and each model's story (required words in bold)."""
-    style = ("<style>table.sbi{border-collapse:collapse;font-family:sans-serif;font-size:12px}"
-             "table.sbi td,table.sbi th{border:1px solid #bbb;padding:5px;vertical-align:top;text-align:left;"
-             "max-width:60ch;white-space:pre-wrap}table.sbi th{background:#f3f3f3}"
-             "table.sbi caption{caption-side:top;text-align:left;padding:6px 0}</style>")
-    head = "<th>instructions</th>" + "".join(f"<th>{_html.escape(m)}</th>" for m in models)
+    head = ["<th>instructions</th>"] + [f"<th>{_html.escape(m)}</th>" for m in models]
     body = []
     for r in rows:
         words = parse_instruct(r["prompt"]).words
@@ -319,7 +316,7 @@ def instruct_examples_html(rows: Sequence[Mapping[str, Any]], models: Sequence[s
             tds.append(f"<td>{highlight_words(r.get(m, ''), words)}</td>")
         body.append("<tr>" + "".join(tds) + "</tr>")
     cap = f"<caption>{_html.escape(caption)}</caption>" if caption else ""
-    return f'{style}<table class="sbi">{cap}<thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+    return styled_table("sbi", head, body, cap, cell_css="max-width:60ch;white-space:pre-wrap")
 
 
 # ----------------------------------------------------------------------------- the instruct decoder

@@ -41,6 +41,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from helpers.core.html_table import styled_table
 from helpers.core.stats import mean_interval
 from helpers.data.corpora import read_text
 from helpers.generation.completions import Prompt
@@ -337,12 +338,7 @@ def colour_table_html(graded, caption: str | None = None, extra: Mapping[tuple[s
     ids = list(dict.fromkeys(graded["id"]))
     cell = {(r.model, r.id): r for r in graded.itertuples(index=False)}
     first = {r.id: r for r in graded.itertuples(index=False)}
-    style = ("<style>table.sbc{border-collapse:collapse;font-family:sans-serif;font-size:12px}"
-             "table.sbc td,table.sbc th{border:1px solid #bbb;padding:5px;vertical-align:top;text-align:left;"
-             "max-width:36ch}table.sbc th{background:#f3f3f3}table.sbc td.p{max-width:48ch;background:#fafafa}"
-             "table.sbc caption{caption-side:top;text-align:left;padding:6px 0}"
-             "table.sbc small{color:#555}</style>")
-    head = "<th>prompt (expected)</th>" + "".join(f"<th>{_html.escape(m)}</th>" for m in models)
+    head = ["<th>prompt (expected)</th>"] + [f"<th>{_html.escape(m)}</th>" for m in models]
     body = []
     for i in ids:
         f = first[i]
@@ -360,4 +356,5 @@ def colour_table_html(graded, caption: str | None = None, extra: Mapping[tuple[s
     legend = ("green = success (follows the prompt), yellow = partial (flawed but on the right track), "
               "red = fail (wrong or nonsensical)")
     cap = f"<caption>{_html.escape(caption + ' — ' if caption else '')}{legend}</caption>"
-    return f'{style}<table class="sbc">{cap}<thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+    return styled_table("sbc", head, body, cap, cell_css="max-width:36ch",
+                      th_css="table.sbc td.p{max-width:48ch;background:#fafafa}", tail_css="table.sbc small{color:#555}")
