@@ -24,6 +24,7 @@ from helpers.evaluation.finetune import protocol_note
 from helpers.models import decoder, ltg_bert
 from helpers.evaluation.zero_shot import average_note, paradigm_mean_interval, paper_ewok_has_context
 
+# the paper's zero-shot columns (not the task registry: a task added there has no column in the paper's tables)
 ZERO_SHOT = (("blimp", "BLiMP"), ("supplement", "Supp."), ("ewok", "EWoK"))
 PAPER_COLUMNS = {"training_data": "training data", "total_words": "total words", "blimp": "BLiMP",
                  "supplement": "Supp.", "ewok": "EWoK", "glue": "GLUE", "average": "Avg.", "note": "paper note"}
