@@ -327,6 +327,22 @@ def test_tidy_names_repository_files_relative_to_the_repository(tmp_path):
     assert not [x for x in report_problems(p) if "absolute path" in x]
 
 
+def test_tidy_records_the_kernel_the_notebook_ran_on(tmp_path):
+    """papermill keeps the source notebook's kernelspec ("python3") even when it ran the storybench kernel: the
+    executed copy must name the kernel that really ran it, and only when the runner chose one."""
+    from helpers.runner import KERNEL_NAME, tidy_report
+
+    p = tmp_path / "n.ipynb"
+    nb = _nb([])
+    nb.setdefault("metadata", {})["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    p.write_text(json.dumps(nb))
+    tidy_report(p)
+    assert json.loads(p.read_text())["metadata"]["kernelspec"]["name"] == "python3"
+    tidy_report(p, KERNEL_NAME)
+    spec = json.loads(p.read_text())["metadata"]["kernelspec"]
+    assert spec == {"name": "storybench", "display_name": "Python (storybench)", "language": "python"}
+
+
 def test_a_failed_run_keeps_the_times_of_the_notebooks_it_finished(tmp_path, monkeypatch):
     """The second of two notebooks fails: the first one's time is already in timings.json and the history."""
     import nbformat

@@ -189,6 +189,7 @@ def run(profile: str = "cpu", only: str | None = None, start: str | None = None,
 
 
 KERNEL_NAME = "storybench"  # registered by ./run_all.sh's set-up (ipykernel install --sys-prefix)
+KERNEL_DISPLAY_NAMES = {KERNEL_NAME: "Python (storybench)"}  # as run_all.sh registers it
 
 
 def kernel_name() -> str | None:
@@ -279,15 +280,20 @@ def _relative_outputs(nb: dict, root: str | None = None) -> bool:
     return changed
 
 
-def tidy_report(path: Path) -> None:
+def tidy_report(path: Path, kernel: str | None = None) -> None:
     """Make an executed notebook fit to commit, in one atomic rewrite: stream redraws collapsed, no absolute path
-    in papermill's metadata, repository files named relative to the repository in outputs. Called after every
-    execution, finished or failed."""
+    in papermill's metadata, repository files named relative to the repository in outputs, and the kernel it ran on
+    (``kernel``, when the runner chose one) in its kernelspec (papermill keeps the source notebook's). Called after
+    every execution, finished or failed."""
     try:
         nb = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return
     changed = _collapse_streams(nb)
+    if kernel is not None and nb.setdefault("metadata", {}).get("kernelspec", {}).get("name") != kernel:
+        nb["metadata"]["kernelspec"] = {"name": kernel, "display_name": KERNEL_DISPLAY_NAMES.get(kernel, kernel),
+                                        "language": "python"}
+        changed = True
     changed = _relative_metadata(nb) or changed
     changed = _relative_outputs(nb) or changed
     if changed:
@@ -348,7 +354,7 @@ def _run(profile: str, todo: list[tuple[Path, dict]], log_output: bool) -> list[
                 f"the partial executed copy is kept at {_short(out)}"
             ) from None
         finally:  # finished, failed or interrupted: the executed copy holds no absolute path
-            tidy_report(out)
+            tidy_report(out, kernel)
         dt = time.time() - t0
         timings.append({"notebook": nb.name, "seconds": round(dt, 1)})
         record_timing(profile, timings[-1])  # at once: a later failure or interruption does not lose it
