@@ -99,6 +99,13 @@ def test_encoder_sentences():
     assert "on the validation blocks per domain" in s[3] and "on 64 validation blocks" in findings.encoders(t, 64)[3]
     t.loc[0, "MLM acc (BabyLM)"] = 0.1
     assert "its own domain: no" in findings.encoders(t)[2]
+    # with the block-bootstrap intervals: apart or overlapping, and the last sentence says what they cover
+    t = t.assign(**{"MLM acc (stories) 95% CI": ["[0.190, 0.210]", "[0.320, 0.340]"],
+                    "MLM acc (BabyLM) 95% CI": ["[0.050, 0.150]", "[0.100, 0.140]"]})
+    s = findings.encoders(t)
+    assert s[0].endswith("intervals [0.320, 0.340] and [0.190, 0.210]: apart")
+    assert "overlapping, so the order of these two is not established" in s[1]
+    assert "not the run-to-run spread" in s[3]
 
 
 def test_sweep_sentences():

@@ -12,6 +12,7 @@ import torch
 import transformers
 
 from helpers.data.masking import (
+    IGNORE,
     MaskedBlocks,
     MaskingConfig,
     TokenIds,
@@ -218,6 +219,38 @@ def test_real_tokenizer_end_to_end(encoder_tokenizer, real_stories):
     model = LtgBertForMaskedLM(ltg_bert_config("smoke", len(encoder_tokenizer)))
     m = mlm_metrics(model, data, batch_size=16)
     assert 0 <= m["accuracy"] <= 0.05 and abs(m["loss"] - np.log(len(encoder_tokenizer))) < 1.0 and m["tokens"] > 0
+    assert m["accuracy_ci"][0] <= m["accuracy"] <= m["accuracy_ci"][1]
+
+
+def test_mlm_accuracy_interval_is_a_bootstrap_over_blocks():
+    """A model that is right on every masked token of the first half of the blocks and wrong on the rest: accuracy is
+    the pooled share, and the interval comes from resampling whole blocks (so it is wide: 8 blocks)."""
+    data = MaskedBlocks(_blocks(16, t=32), TOK, seed=3)
+    batches = list(data.eval_batches(8))
+    first = batches[0]["labels"]
+
+    class Oracle(torch.nn.Module):
+        calls = 0
+
+        def forward(self, input_ids, attention_mask, labels=None, **kw):
+            sel = labels != IGNORE
+            block = Oracle.calls * len(labels) + torch.arange(len(labels))
+            Oracle.calls += 1
+            logits = torch.zeros(int(sel.sum()), V)
+            target = labels[sel]
+            right = (block[:, None].expand_as(labels)[sel] < 8)
+            logits[torch.arange(len(target)), torch.where(right, target, (target + 1) % V)] = 1.0
+            return type("Out", (), {"logits": logits})()
+
+    oracle = Oracle()
+    oracle.supports_masked_only = True
+    m = mlm_metrics(oracle, data, batch_size=8)
+    labels = torch.cat([b["labels"] for b in batches])
+    per_block = (labels != IGNORE).sum(1).double()
+    assert first.shape[0] == 8 and m["tokens"] == int(per_block.sum())
+    assert m["accuracy"] == pytest.approx(float(per_block[:8].sum() / per_block.sum()))
+    lo, hi = m["accuracy_ci"]
+    assert lo < m["accuracy"] < hi and hi - lo > 0.3  # whole blocks right or wrong: a wide interval
 
 
 def test_mlm_loss_packed_equals_plain():

@@ -40,7 +40,7 @@ def test_decoder_table_has_an_interval_beside_every_accuracy():
         lo, hi = (float(x) for x in ours[f"{col} 95% CI"].strip("[]").split(","))
         assert lo < ours[col] < hi, col
     summary = zero[("decoder", "a")].by_task.set_index("task").loc["ewok"]
-    assert ours["EWoK 95% CI"] == paper_tables.ci_text(summary.ci_low, summary.ci_high)
+    assert ours["EWoK 95% CI"] == reporting.fmt_interval(summary.ci_low, summary.ci_high)
     assert math.isclose(ours["Avg."], (75 + 50 + 60) / 3)
     assert paper["source"] == "paper" and paper["BLiMP"] == 60.0 and paper["BLiMP 95% CI"] == ""  # the paper prints none
     assert paper["stands for"] == "" and paper["paper note"] == "" and ours["paper note"] == ""
@@ -73,6 +73,19 @@ def test_encoder_table_marks_missing_and_scaled_glue():
     assert x["BLiMP 95% CI"].startswith("[") and paper["BLiMP 95% CI"] == ""
     assert paper["EWoK context"] == "no (organisers' pipeline)" and x["EWoK context"] == "yes"
     assert paper["Avg. note"] == ""
+    # intervals beside the averages: GLUE's from the fine-tuning runs, Avg.'s from the four benchmarks' intervals
+    t = paper_tables.encoder_table(zero, ["x", "y"], "ours", {"x": 1000, "y": 2000}, {}, {"x": 45.0}, {"x": ""},
+                                   _paper(model="LTG-BERT baseline", table=2, track="strict-small"),
+                                   glue_ci={"x": (40.0, 50.0)})
+    x, y, paper = t.iloc[0], t.iloc[1], t.iloc[2]
+    cols = list(t.columns)
+    assert cols.index("Avg. 95% CI") == cols.index("Avg.") + 1
+    assert cols.index("Avg. zero-shot 95% CI") == cols.index("Avg. zero-shot") + 1
+    assert x["GLUE 95% CI"] == "[40.0, 50.0]" and y["GLUE 95% CI"] == "" and y["Avg. 95% CI"] == ""
+    lo, hi = (float(v) for v in x["Avg. 95% CI"].strip("[]").split(","))
+    assert lo < x["Avg."] < hi and hi - lo < 10  # GLUE's interval, a quarter of it in the average, dominates
+    assert x["Avg. zero-shot 95% CI"].startswith("[") and y["Avg. zero-shot 95% CI"].startswith("[")
+    assert paper["GLUE 95% CI"] == paper["Avg. 95% CI"] == paper["Avg. zero-shot 95% CI"] == ""
 
 
 class _ParadigmResult:  # what breakdown_table reads of an EvalResult
@@ -128,6 +141,12 @@ def test_glue_table_gives_every_task_score_its_interval_and_flags_scaled_tasks()
     assert t.loc["x", "GLUE protocol"].startswith("scaled protocol: boolq") and t.loc["y", "GLUE protocol"] == "standard"
     p = t.loc["paper: baby-100M (100M track)"]
     assert p["GLUE avg."] == 55.0 and p["cola 95% CI"] == "" and p["GLUE protocol"].startswith("paper")
+    # y: cola 30 [20, 40], boolq 70 [64, 75]: the average's half-width is z * sqrt(se_cola^2 + se_boolq^2) / 2
+    z = 1.959964
+    half = z * math.sqrt((10 / z) ** 2 + (5.5 / z) ** 2) / 2
+    lo, hi = (float(v) for v in t.loc["y", "GLUE avg. 95% CI"].strip("[]").split(","))
+    assert lo == pytest.approx(50 - half, abs=0.06) and hi == pytest.approx(50 + half, abs=0.06)
+    assert p["GLUE avg. 95% CI"] == ""
     with pytest.raises(ValueError, match="no fine-tuning runs for mrpc"):
         paper_tables.glue_table(runs, ["boolq", "mrpc"], paper)
 

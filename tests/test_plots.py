@@ -41,6 +41,19 @@ def test_ours_vs_paper_has_intervals_chance_and_paper_markers():
     assert labels == ["a-1M\n(paper a-10M)", "b-1M\n(paper b-10M)"]
 
 
+def test_ours_vs_paper_draws_glue_intervals_and_its_own_chance_level():
+    """GLUE's panel gets its average's intervals (rows with task "GLUE") and, with ``panel_chance``, the majority
+    class's average as its dashed line; the legend says what that line is there."""
+    glue_ci = pd.DataFrame([{"model": m, "task": "GLUE", "ci_low": 40.0, "ci_high": 50.0} for m in ("a-1M", "b-1M")])
+    fig = reporting.plot_ours_vs_paper(_comparison(), pd.concat([_intervals(), glue_ci]), panel_chance={"GLUE": 43.6})
+    blimp, glue = fig.axes[:2]
+    assert len(glue.containers) == 2 and "no interval" not in glue.get_title()
+    assert sorted(float(x) for x in glue.containers[0].lines[2][0].get_segments()[0][:, 0]) == [40.0, 50.0]
+    assert [list(ln.get_xdata()) for ln in glue.lines if ln.get_linestyle() == "--"] == [[43.6, 43.6]]
+    assert [list(ln.get_xdata()) for ln in blimp.lines if ln.get_linestyle() == "--"] == [[50.0, 50.0]]
+    assert "chance (GLUE: majority class)" in [t.get_text() for t in fig.legends[0].get_texts()]
+
+
 def test_ours_vs_paper_refuses_ambiguous_intervals():
     z = pd.concat([_intervals(), _intervals().assign(kind="decoder")])
     with pytest.raises(ValueError, match="one kind"):

@@ -1,6 +1,8 @@
 """helpers.core.stats: the one seeded percentile bootstrap.  Each caller that now uses it is pinned against a reference
 copy of the code it had before (the ``_old_*`` functions below), on fixed random inputs: the numbers must be equal,
 not close."""
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -227,3 +229,27 @@ def test_wilson_interval_contains_the_estimate_at_the_ends(n):
     for k in (0, n):
         lo, hi = wilson_interval(k, n)
         assert lo <= k / n <= hi and 0.0 <= lo and hi <= 1.0
+
+
+def test_independent_mean_interval_matches_the_normal_theory_and_a_simulation():
+    from helpers.core.stats import independent_mean_interval
+
+    # two estimates with standard errors 1 and 2 (95 % half-widths 1.96 and 3.92): the mean's se is sqrt(5)/2
+    lo, hi = independent_mean_interval([10.0, 20.0], [10 - 1.959964, 20 - 3.919928], [10 + 1.959964, 20 + 3.919928])
+    assert (lo + hi) / 2 == pytest.approx(15.0) and (hi - lo) / 2 == pytest.approx(1.959964 * math.sqrt(5) / 2, rel=1e-6)
+    # weights: 3:1 as an average of three zero-shot tasks (one interval) and GLUE
+    lo, hi = independent_mean_interval([50.0, 40.0], [49.0, 30.0], [51.0, 50.0], weights=[3, 1])
+    se = math.sqrt((0.75 * 1 / 1.959964) ** 2 + (0.25 * 10 / 1.959964) ** 2)
+    assert (lo + hi) / 2 == pytest.approx(47.5) and (hi - lo) / 2 == pytest.approx(1.959964 * se, rel=1e-6)
+    # coverage of the mean of 4 independent binomial accuracies, each with its own Wilson interval
+    rng = np.random.default_rng(0)
+    p, n, hits = np.array([0.55, 0.6, 0.7, 0.45]), np.array([400, 300, 200, 100]), 0
+    for _ in range(2000):
+        k = rng.binomial(n, p)
+        iv = [wilson_interval(ki, ni) for ki, ni in zip(k, n)]
+        lo, hi = independent_mean_interval(k / n, [a for a, _ in iv], [b for _, b in iv])
+        hits += lo <= p.mean() <= hi
+    assert 0.93 <= hits / 2000 <= 0.97
+    assert math.isnan(independent_mean_interval([1.0, float("nan")], [0.0, 0.0], [2.0, 1.0])[0])
+    with pytest.raises(ValueError):
+        independent_mean_interval([1.0], [2.0], [1.0])

@@ -73,3 +73,22 @@ def wilson_interval(k: float, n: int, confidence: float = 0.95) -> tuple[float, 
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
     # the interval contains p; clamping keeps that true under rounding (p = 1 gave an upper end of 1 - 1e-16)
     return max(0.0, min(p, centre - half)), min(1.0, max(p, centre + half))
+
+
+def independent_mean_interval(estimates, lows, highs, weights=None, confidence: float = 0.95) -> tuple[float, float]:
+    """Interval of the weighted mean of independent estimates (separate test sets: a GLUE average, an average over
+    benchmarks) from each estimate's own ``confidence`` interval, by the normal approximation: an interval's
+    half-width / z is its standard error, the mean's standard error is ``sqrt(sum((w_i se_i)^2))`` with the weights
+    normalised to 1. Centred on the weighted mean; NaN when any input is missing."""
+    est, lo, hi = (np.asarray(x, dtype=float) for x in (estimates, lows, highs))
+    w = np.full(len(est), 1.0 / len(est)) if weights is None else np.asarray(weights, dtype=float) / np.sum(weights)
+    if not (len(est) == len(lo) == len(hi) == len(w)) or len(est) == 0:
+        raise ValueError("estimates, lows, highs (and weights) must be non-empty and of one length")
+    if np.isnan(est).any() or np.isnan(lo).any() or np.isnan(hi).any():
+        return float("nan"), float("nan")
+    if (hi < lo).any():
+        raise ValueError("every interval needs low <= high")
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)
+    se = (hi - lo) / (2 * z)
+    mean, half = float(np.dot(w, est)), z * float(np.sqrt(np.sum((w * se) ** 2)))
+    return mean - half, mean + half

@@ -212,14 +212,28 @@ def continuation_health(health: pd.DataFrame, prompts: str, reference: str | Non
     return out
 
 
+def _interval(text: str) -> tuple[float, float]:
+    """``"[0.351, 0.377]"`` -> ``(0.351, 0.377)`` (the interval cells of the tables)."""
+    lo, hi = (float(v) for v in str(text).strip("[] ").split(","))
+    return lo, hi
+
+
 def encoders(table: pd.DataFrame, valid_blocks: int | None = None) -> list[str]:
     """Notebook 04: which mix predicts masked tokens best on held-out stories and on held-out BabyLM text.
-    Columns: mix, "MLM acc (stories)", "MLM acc (BabyLM)" (single runs, no interval)."""
+    Columns: mix, "MLM acc (stories)", "MLM acc (BabyLM)" and, where the table has them, their "… 95% CI" columns
+    (``"[lo, hi]"``, a bootstrap over the held-out blocks): then each sentence says whether best and lowest are apart
+    beyond those intervals."""
     out = []
     for col, what in (("MLM acc (stories)", "held-out stories"), ("MLM acc (BabyLM)", "held-out BabyLM documents")):
         ranked = table.sort_values(col, ascending=False)
-        out.append(f"{what}: best MLM accuracy {ranked.iloc[0][col]:.3f} ({ranked.iloc[0].mix}), lowest "
-                   f"{ranked.iloc[-1][col]:.3f} ({ranked.iloc[-1].mix})")
+        top, low = ranked.iloc[0], ranked.iloc[-1]
+        line = (f"{what}: best MLM accuracy {top[col]:.3f} ({top.mix}), lowest "
+                f"{low[col]:.3f} ({low.mix})")
+        if f"{col} 95% CI" in table.columns:
+            top_lo, low_hi = _interval(top[f"{col} 95% CI"])[0], _interval(low[f"{col} 95% CI"])[1]
+            line += (f"; intervals {top[f'{col} 95% CI']} and {low[f'{col} 95% CI']}: "
+                     + ("apart" if top_lo > low_hi else "overlapping, so the order of these two is not established"))
+        out.append(line)
     if {"tiny-1M", "baby-1M"} <= set(table.mix):
         t = table.set_index("mix")
         out.append("each single-source encoder is better on its own domain: "
@@ -228,8 +242,10 @@ def encoders(table: pd.DataFrame, valid_blocks: int | None = None) -> list[str]:
                    + f" (stories {t.loc['tiny-1M', 'MLM acc (stories)']:.3f} vs {t.loc['baby-1M', 'MLM acc (stories)']:.3f}; "
                    f"BabyLM {t.loc['baby-1M', 'MLM acc (BabyLM)']:.3f} vs {t.loc['tiny-1M', 'MLM acc (BabyLM)']:.3f})")
     blocks = f"{valid_blocks} validation blocks" if valid_blocks else "the validation blocks"
-    out.append(f"single runs with one seed: MLM accuracies are measured on {blocks} per domain, without an "
-               "interval; BLiMP with intervals follows in notebook 05")
+    out.append(f"single runs with one seed: MLM accuracies are measured on {blocks} per domain"
+               + ("; their intervals cover the choice of blocks, not the run-to-run spread of training"
+                  if "MLM acc (stories) 95% CI" in table.columns else ", without an interval")
+               + "; BLiMP with intervals follows in notebook 05")
     return out
 
 

@@ -19,9 +19,11 @@ import pandas as pd
 import torch
 from transformers import GPTNeoForCausalLM
 
+from helpers.core.stats import independent_mean_interval
 from helpers.data.budgets import fmt_words
 from helpers.evaluation.finetune import protocol_note
 from helpers.models import decoder, ltg_bert
+from helpers.report.reporting import fmt_interval
 from helpers.evaluation.zero_shot import average_note, paradigm_mean_interval, paper_ewok_has_context
 
 # the paper's zero-shot columns (not the task registry: a task added there has no column in the paper's tables)
@@ -31,9 +33,32 @@ PAPER_COLUMNS = {"training_data": "training data", "total_words": "total words",
 ZERO_SHOT_AVERAGE = "Avg. zero-shot"  # BLiMP, Supp., EWoK: a column every row with the three has
 
 
-def ci_text(low: float, high: float) -> str:
-    """``[50.1, 50.8]``: an interval in percent, one decimal."""
-    return f"[{low:.1f}, {high:.1f}]"
+#: what chance is in the zero-shot tables, and how their intervals are made (the caption of Tables 1, 2 and 4-6)
+ZERO_SHOT_CHANCE = ("Chance: 50 % on every BLiMP, supplement and EWoK pair (two sentences, one of them right). "
+                    "95 % intervals: bootstrap over the pairs, stratified by paradigm.")
+#: GLUE's chance level and the interval of an average of independent tasks or benchmarks (Tables 2 and 7)
+GLUE_CHANCE = ("GLUE chance: the majority-class row of Table 7 (always the most frequent training label, on the same "
+               "test examples). Intervals of averages (GLUE avg., Avg.) combine the independent tasks' or benchmarks' "
+               "own 95 % intervals by the normal approximation.")
+
+
+def glue_interval_rows(glue_ci: Mapping[str, tuple[float, float]]) -> pd.DataFrame:
+    """:func:`glue_average_intervals` as rows of an interval table (``model``, ``task`` = ``"GLUE"``, ``ci_low``,
+    ``ci_high``), to draw beside the zero-shot intervals in :func:`helpers.report.reporting.plot_ours_vs_paper`."""
+    return pd.DataFrame([{"model": m, "task": "GLUE", "ci_low": lo, "ci_high": hi} for m, (lo, hi) in glue_ci.items()],
+                        columns=["model", "task", "ci_low", "ci_high"])
+
+
+def glue_average_intervals(runs: pd.DataFrame, tasks: Sequence[str]) -> dict[str, tuple[float, float]]:
+    """Per model of ``runs`` (:func:`helpers.evaluation.finetune.finetune_many`'s rows), the 95 % interval of its GLUE
+    average over ``tasks``, in %: the tasks' test sets are independent, so their bootstrap intervals combine
+    (:func:`helpers.core.stats.independent_mean_interval`); the runs keep no per-example predictions to resample."""
+    out = {}
+    for model, g in runs[runs["task"].isin(list(tasks))].groupby("model", sort=False):
+        g = g.set_index("task").reindex(list(tasks))
+        lo, hi = independent_mean_interval(g["score"] * 100, g["ci_low"] * 100, g["ci_high"] * 100)
+        out[model] = (lo, hi)
+    return out
 
 
 def zero_shot_cells(result) -> dict[str, Any]:
@@ -45,7 +70,7 @@ def zero_shot_cells(result) -> dict[str, Any]:
     for task, label in ZERO_SHOT:
         if task in by_task.index:
             t = by_task.loc[task]
-            out[label], out[f"{label} 95% CI"] = float(overall[label]), ci_text(t.ci_low, t.ci_high)
+            out[label], out[f"{label} 95% CI"] = float(overall[label]), fmt_interval(t.ci_low, t.ci_high)
         else:
             out[label], out[f"{label} 95% CI"] = float("nan"), ""
     return out
@@ -70,7 +95,7 @@ def decoder_table(zero: Mapping[tuple[str, str], Any], decoders: Sequence[str], 
         o = res.overall.iloc[0]
         rows.append({"source": source, "model": "GPT-Neo", "training data": name, "stands for": stands_for.get(name, ""),
                      **zero_shot_cells(res), "Avg.": float(o["average"]),
-                     "Avg. 95% CI": ci_text(o["average_ci_low"], o["average_ci_high"]), "paper note": ""})
+                     "Avg. 95% CI": fmt_interval(o["average_ci_low"], o["average_ci_high"]), "paper note": ""})
     return _with_paper(pd.DataFrame(rows), paper,
                        ["source", "model", "training data", "BLiMP", "Supp.", "EWoK", "Avg.", "paper note"])
 
@@ -99,7 +124,8 @@ def encoder_stands_for(encoders: Sequence[str], paper_equivalents: Mapping[str, 
 
 def encoder_table(zero: Mapping[tuple[str, str], Any], encoders: Sequence[str], source: str,
                   total_words: Mapping[str, int], stands_for: Mapping[str, str], glue_avg: Mapping[str, float],
-                  glue_protocol: Mapping[str, str], paper: pd.DataFrame) -> pd.DataFrame:
+                  glue_protocol: Mapping[str, str], paper: pd.DataFrame,
+                  glue_ci: Mapping[str, tuple[float, float]] | None = None) -> pd.DataFrame:
     """Table 2 (or 3): one row per encoder (``zero[("encoder", name)]``) with its zero-shot accuracies and
     intervals, its GLUE average (NaN when not fine-tuned) and the GLUE protocol (``"standard"``, a scaled-protocol
     note, or ``"not fine-tuned"``), ``Avg.`` over all four benchmarks (NaN when one is missing, as in the paper's
@@ -107,13 +133,26 @@ def encoder_table(zero: Mapping[tuple[str, str], Any], encoders: Sequence[str], 
     Every row (ours and the paper's) also has ``Avg. zero-shot``, the mean of BLiMP, Supp. and EWoK (NaN where one
     of them is not printed), and ``EWoK context`` says where a published EWoK number was computed without the
     item's context (the organisers' pipeline). ``total words`` is written like the paper's (``"1.00M"``, three
-    significant digits, beside its ``"10M"``), one format for the column."""
+    significant digits, beside its ``"10M"``), one format for the column. Our rows carry 95 % intervals: ``GLUE`` from
+    ``glue_ci`` (:func:`glue_average_intervals`), ``Avg.`` from the four benchmarks' intervals and ``Avg. zero-shot``
+    from the zero-shot bootstrap (``…95% CI`` columns; empty where the value is missing)."""
+    glue_ci = glue_ci or {}
+    nan = float("nan")
     rows = []
     for name in encoders:
+        res = zero[("encoder", name)]
+        cells, by_task, o = zero_shot_cells(res), res.by_task.set_index("task"), res.overall.iloc[0]
+        glue, (g_lo, g_hi) = glue_avg.get(name, nan), glue_ci.get(name, (nan, nan))
+        bounds = [(by_task.loc[t, "ci_low"], by_task.loc[t, "ci_high"]) if t in by_task.index else (nan, nan)
+                  for t, _ in ZERO_SHOT]
+        avg_lo, avg_hi = independent_mean_interval([cells[label] for _, label in ZERO_SHOT] + [glue],
+                                                   [b[0] for b in bounds] + [g_lo], [b[1] for b in bounds] + [g_hi])
         rows.append({"source": source, "model": "LTG-BERT", "training data": name,
                      "total words": words_text(total_words.get(name)), "stands for": stands_for.get(name, ""),
-                     **zero_shot_cells(zero[("encoder", name)]), "GLUE": glue_avg.get(name, float("nan")),
-                     "GLUE protocol": glue_protocol.get(name, "not fine-tuned") or "standard"})
+                     **cells, "GLUE": glue, "GLUE 95% CI": fmt_interval(g_lo, g_hi) if glue == glue else "",
+                     "GLUE protocol": glue_protocol.get(name, "not fine-tuned") or "standard",
+                     "Avg. 95% CI": fmt_interval(avg_lo, avg_hi) if glue == glue else "",
+                     f"{ZERO_SHOT_AVERAGE} 95% CI": fmt_interval(o["average_ci_low"], o["average_ci_high"])})
     ours = pd.DataFrame(rows)
     ours["Avg."] = ours[["BLiMP", "Supp.", "EWoK", "GLUE"]].mean(axis=1, skipna=False)  # all four, or none
     table = _with_paper(ours, paper, ["source", "model", "training data", "total words", "BLiMP", "Supp.", "EWoK",
@@ -124,7 +163,10 @@ def encoder_table(zero: Mapping[tuple[str, str], Any], encoders: Sequence[str], 
     table["Avg. note"] = [average_note(r) for r in records]
     table["EWoK context"] = ["no (organisers' pipeline)" if r["source"] == "paper" and not paper_ewok_has_context(r)
                              else "yes" for r in records]
-    return table
+    cols = [c for c in table.columns if c not in ("Avg. 95% CI", f"{ZERO_SHOT_AVERAGE} 95% CI")]
+    for after in ("Avg.", ZERO_SHOT_AVERAGE):  # each interval beside its value
+        cols.insert(cols.index(after) + 1, f"{after} 95% CI")
+    return table[cols]
 
 
 # task -> (the level of our results its paper table breaks it down by, the paper's reference table, our table's
@@ -154,7 +196,7 @@ def breakdown_table(zero: Mapping[tuple[str, str], Any], models: Sequence[str], 
         acc, ci, n = {}, {}, {}
         for key, g in par.groupby(level, sort=False):
             acc[key] = float(g["accuracy"].mean())
-            ci[key] = ci_text(*paradigm_mean_interval(g["pairs"], g["correct"], confidence, seed=seed))
+            ci[key] = fmt_interval(*paradigm_mean_interval(g["pairs"], g["correct"], confidence, seed=seed))
             n[key] = int(g["pairs"].sum())
         columns[name], columns[f"{name} 95% CI"] = pd.Series(acc), pd.Series(ci)
         pairs = pd.Series(n) if pairs is None else pairs
@@ -204,7 +246,7 @@ def glue_table(runs: pd.DataFrame, tasks: Sequence[str], paper: pd.DataFrame,
     """Table 7: one row per fine-tuned model of ``runs`` (:func:`helpers.evaluation.finetune.finetune_many`'s rows: ``model``,
     ``task``, ``score``, ``ci_low``, ``ci_high`` as fractions, ``protocol``), per task its score in % and
     ``"<task> 95% CI"`` (the bootstrap over test examples of the run), ``GLUE avg.`` (the unweighted mean over
-    ``tasks``; no interval: the runs keep no per-example predictions to resample jointly) and ``GLUE protocol``
+    ``tasks``) with its interval (:func:`glue_average_intervals`) and ``GLUE protocol``
     (``"standard"`` or which tasks ran the scaled protocol) and ``single-class predictions`` (the tasks on which the
     fine-tuned model gave every test example the same class: :func:`single_class_note`). Our rows keep the order of
     ``runs``. With ``majority`` (:func:`helpers.evaluation.finetune.majority_baseline`), a :data:`MAJORITY_ROW` follows
@@ -220,8 +262,10 @@ def glue_table(runs: pd.DataFrame, tasks: Sequence[str], paper: pd.DataFrame,
     ours = pd.DataFrame(index=score.index)
     for t in tasks:
         ours[t] = score[t]
-        ours[f"{t} 95% CI"] = [ci_text(lo, hi) for lo, hi in zip(low[t], high[t])]
+        ours[f"{t} 95% CI"] = [fmt_interval(lo, hi) for lo, hi in zip(low[t], high[t])]
     ours["GLUE avg."] = score.mean(axis=1)
+    avg_ci = glue_average_intervals(runs, tasks)
+    ours["GLUE avg. 95% CI"] = [fmt_interval(*avg_ci[m]) for m in ours.index]
     ours["GLUE protocol"] = [protocol_note(runs[runs["model"] == m], tasks) or "standard" for m in ours.index]
     ours[SINGLE_CLASS] = [single_class_note(runs[runs["model"] == m], tasks) for m in ours.index]
     if majority is not None:
@@ -233,7 +277,7 @@ def glue_table(runs: pd.DataFrame, tasks: Sequence[str], paper: pd.DataFrame,
     theirs = theirs.assign(**{"GLUE avg.": theirs.mean(axis=1), "GLUE protocol": "paper (BabyLM training files)"})
     theirs.index = [f"paper: {i} (100M track)" for i in theirs.index]
     table = pd.concat([ours, theirs])
-    table = table.fillna({**{f"{t} 95% CI": "" for t in tasks}, SINGLE_CLASS: ""})
+    table = table.fillna({**{f"{t} 95% CI": "" for t in tasks}, "GLUE avg. 95% CI": "", SINGLE_CLASS: ""})
     return table.rename_axis("model")
 
 

@@ -91,6 +91,13 @@ def fmt_number(x: Any, digits: int = 4) -> str:
 _FIXED = re.compile(r"^\.(\d+)f$")
 
 
+def fmt_interval(low: float, high: float, digits: int = 1) -> str:
+    """``[50.1, 50.8]``: an interval with ``digits`` decimals (percent, one decimal, by default); ``""`` when missing."""
+    if low != low or high != high:
+        return ""
+    return f"[{low:.{digits}f}, {high:.{digits}f}]"
+
+
 def _md_text(v: Any) -> str:
     """A text cell for a Markdown table: newlines as <br> (a row stays on one line), ``|`` escaped as ``\\|``."""
     return str(v).replace("\n", "<br>").replace("|", "\\|")
@@ -309,7 +316,8 @@ def plot_intervals(intervals, order: list[tuple[str, str]] | None = None, chance
 
 def plot_ours_vs_paper(comparison, intervals=None, ours: str | None = None, chance: float = 50.0,
                        no_chance: tuple[str, ...] = ("GLUE",), title: str = "",
-                       panel_titles: dict[str, str] | None = None, fontsize: float = 11):
+                       panel_titles: dict[str, str] | None = None, fontsize: float = 11,
+                       panel_chance: dict[str, float] | None = None, panel_chance_note: str = "majority class"):
     """Our scores beside the paper's, one panel per benchmark (a ``compare_with_paper`` table: columns mix,
     paper mix, benchmark, ours, paper). Our score is a dot with its 95 % interval where ``intervals`` (an
     :func:`helpers.evaluation.zero_shot.interval_table` of the encoders) has it, the paper's a diamond; the chance level is
@@ -317,7 +325,9 @@ def plot_ours_vs_paper(comparison, intervals=None, ours: str | None = None, chan
     labelled "our mix (paper mix)"; a missing paper value is simply absent. ``panel_titles`` renames panels
     (e.g. ``{"GLUE": "GLUE (our fine-tuning scaled: …)"}``; what the panel's title added, such as "(no interval:
     mean of tasks)", goes on a line below). Text is ``fontsize`` points, every panel's x range holds all its markers,
-    interval ends and chance line with a margin, and one legend below the panels has one entry for our scores."""
+    interval ends and chance line with a margin, and one legend below the panels has one entry for our scores.
+    ``panel_chance`` gives a panel its own chance level (e.g. ``{"GLUE": 43.6}``, the majority-class average, drawn
+    in a ``no_chance`` panel too); the legend says what it is (``panel_chance_note``)."""
     ours = ours or next(c for c in comparison.columns if str(c).startswith("ours"))
     panel_titles = panel_titles or {}
     benchmarks = list(dict.fromkeys(comparison["benchmark"]))
@@ -350,10 +360,11 @@ def plot_ours_vs_paper(comparison, intervals=None, ours: str | None = None, chan
             if paper == paper:
                 xs.append(paper)
                 ax.plot(paper, y, "D", color="tab:orange")
-        if bench not in no_chance:
+        level = (panel_chance or {}).get(bench, None if bench in no_chance else chance)
+        if level is not None:
             any_chance = True
-            xs.append(chance)
-            ax.axvline(chance, color="k", ls="--", lw=1)
+            xs.append(level)
+            ax.axvline(level, color="k", ls="--", lw=1)
         any_ci |= have_ci
         if xs:
             lo, hi = min(xs), max(xs)
@@ -372,7 +383,8 @@ def plot_ours_vs_paper(comparison, intervals=None, ours: str | None = None, chan
                       label="ours" + (" (95 % CI where drawn)" if any_ci else "")),
                Line2D([], [], marker="D", ls="", color="tab:orange", label="paper")]
     if any_chance:
-        handles.append(Line2D([], [], color="k", ls="--", lw=1, label="chance"))
+        handles.append(Line2D([], [], color="k", ls="--", lw=1, label="chance" + (
+            f" ({', '.join(panel_chance)}: {panel_chance_note})" if panel_chance else "")))
     if title:
         fig.suptitle(title, fontsize=fontsize + 2)
     fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), frameon=False, fontsize=fontsize)
