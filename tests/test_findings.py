@@ -323,3 +323,26 @@ def test_glue_majority_counts_results_at_or_below_the_baseline():
     assert "1 more are above it by less than" in s[0] and "so 1 of 4 beat the baseline beyond noise (b on cola)" in s[0]
     assert s[1] == "1 of 4 runs predict a single class for every test example (a on mrpc)"
     assert "not recorded" in findings.glue_majority(runs.drop(columns="single_class"), majority)[1]
+
+
+def test_data_budget_sentences():
+    stats = pd.DataFrame([
+        {"corpus": "TinyStories train", "units": 7043, "words": 1163603, "median words/unit": 147.0},
+        {"corpus": "BabyLM: a", "units": 10, "words": 500, "median words/unit": 50.0},
+        {"corpus": "BabyLM: b", "units": 20, "words": 700, "median words/unit": 30.0},
+        {"corpus": "BabyLM (all)", "units": 30, "words": 1200, "median words/unit": 40.0}])
+    repairs = pd.DataFrame([{"corpus": "TinyStories train", "units": "stories", "count": 7043, "repaired (mojibake)": 0},
+                            {"corpus": "TinyStories valid", "units": "paragraphs", "count": 4302, "repaired (mojibake)": 109}])
+    table = pd.DataFrame([{"budget (this profile)": "500k", "stands for (×10)": "5M", "in the paper": "yes"},
+                          {"budget (this profile)": "125k", "stands for (×10)": "1.25M", "in the paper": "no"}])
+    mixes = pd.DataFrame([{"mix": "tiny-1M", "rule": "fits"}, {"mix": "baby-500k + tiny-1M", "rule": "refused"}])
+    toks = pd.DataFrame([{"tokens/word": 1.2475, "round-trip failures": 0}, {"tokens/word": 1.2637, "round-trip failures": 0}])
+    s = findings.data_budgets(stats, repairs, table, mixes, toks, 10)
+    assert s[0] == ("TinyStories: 7,043 stories, 1,163,603 words (median story 147 words); BabyLM-like text: 30 documents, "
+                    "1,200 words from 2 sources")
+    assert s[1] == "mojibake repaired: 109 of 4302 paragraphs of TinyStories valid"
+    assert "500k stands for 5M, 125k stands for 1.25M; 1 of them (5M) are budgets the paper trained" in s[2]
+    assert s[3] == "challenge rule: 1 of 2 mixes fit the track budget; refused: baby-500k + tiny-1M"
+    assert s[4] == "tokenizers: 1.25-1.26 tokens per word; every training story decodes back to itself"
+    toks.loc[0, "round-trip failures"] = 3
+    assert "3 stories do not decode back" in findings.data_budgets(stats, repairs, table, mixes, toks, 10)[4]

@@ -23,6 +23,34 @@ def _separated(a: pd.Series, b: pd.Series) -> bool:
     return bool(a["ci_low"] > b["ci_high"] or b["ci_low"] > a["ci_high"])
 
 
+def data_budgets(stats: pd.DataFrame, repairs: pd.DataFrame, budgets_table: pd.DataFrame, mixes: pd.DataFrame,
+                 tokenizers: pd.DataFrame, scale: float) -> list[str]:
+    """Notebook 01: how much text there is, what the budgets stand for, which mixes the challenge rule refuses and
+    how the tokenizers did, from its tables (01_corpus_stats, 01_mojibake_repairs, 01_budgets_vs_paper,
+    01_mix_rule_check, 01_tokenizers)."""
+    st = stats.set_index("corpus")
+    tiny, baby = st.loc["TinyStories train"], st.loc["BabyLM (all)"]
+    out = [f"TinyStories: {int(tiny['units']):,} stories, {int(tiny['words']):,} words (median story "
+           f"{tiny['median words/unit']:.0f} words); BabyLM-like text: {int(baby['units']):,} documents, "
+           f"{int(baby['words']):,} words from {sum(c.startswith('BabyLM: ') for c in st.index)} sources"]
+    fixed = repairs[repairs["repaired (mojibake)"] > 0]
+    out.append("mojibake repaired: " + ("none" if fixed.empty else ", ".join(
+        f"{int(r['repaired (mojibake)'])} of {int(r['count'])} {r['units']} of {r['corpus']}" for _, r in fixed.iterrows())))
+    paper = budgets_table[budgets_table["in the paper"] == "yes"]
+    stands = next(c for c in budgets_table.columns if c.startswith("stands for"))
+    out.append(f"{len(budgets_table)} TinyStories budgets, scaled 1/{scale:g} from the paper's: "
+               + ", ".join(f"{r['budget (this profile)']} stands for {r[stands]}" for _, r in budgets_table.iterrows())
+               + f"; {len(paper)} of them ({', '.join(paper[stands])}) are budgets the paper trained")
+    refused = mixes[mixes["rule"] != "fits"]
+    out.append(f"challenge rule: {len(mixes) - len(refused)} of {len(mixes)} mixes fit the track budget"
+               + (f"; refused: {', '.join(refused['mix'])}" if len(refused) else ""))
+    fails = int(tokenizers["round-trip failures"].sum())
+    out.append(f"tokenizers: {tokenizers['tokens/word'].min():.2f}-{tokenizers['tokens/word'].max():.2f} tokens per word; "
+               + ("every training story decodes back to itself" if fails == 0 else
+                  f"{fails} stories do not decode back to themselves: generation would cut them wrongly"))
+    return out
+
+
 def zero_shot(intervals: pd.DataFrame, task: str = "BLiMP", across: Mapping[str, str] | None = None) -> list[str]:
     """Notebook 05: per model, is ``task`` above chance; per kind (decoder/encoder), is the best model separated from
     the next one (or does each lie within the other's interval: a tie), and is ``task`` flat across the kind's
