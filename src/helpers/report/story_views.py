@@ -62,7 +62,9 @@ def plot_themed_grades(graded, models: Sequence[str], prompts_per_suite: Mapping
         ax.tick_params(axis="x", rotation=30)
     handles, labels = np.atleast_1d(axes)[0].get_legend_handles_labels()
     fig.legend(handles, labels, title="answer-key grade", loc="center left", bbox_to_anchor=(1.0, 0.5))
-    fig.suptitle("Themed prompts: first sentences of greedy completions graded by the answer keys", y=1.04)
+    fig.suptitle("Themed prompts: first sentences of greedy completions graded by the answer keys\n"
+                 "(counts of answers; each score with its 95 % interval over the prompts: table 05b_themed_summary)",
+                 y=1.08)
     return fig
 
 
