@@ -25,30 +25,25 @@ def _separated(a: pd.Series, b: pd.Series) -> bool:
 
 def data_budgets(stats: pd.DataFrame, repairs: pd.DataFrame, budgets_table: pd.DataFrame, mixes: pd.DataFrame,
                  tokenizers: pd.DataFrame, scale: float) -> list[str]:
-    """Notebook 01: how much text there is, what the budgets stand for, which mixes the challenge rule refuses and
-    how the tokenizers did, from its tables (01_corpus_stats, 01_mojibake_repairs, 01_budgets_vs_paper,
-    01_mix_rule_check, 01_tokenizers)."""
+    """Notebook 01: the corpora's size, repairs, what the budgets stand for, refused mixes, tokenizer round trips."""
     st = stats.set_index("corpus")
-    tiny, baby = st.loc["TinyStories train"], st.loc["BabyLM (all)"]
-    out = [f"TinyStories: {int(tiny['units']):,} stories, {int(tiny['words']):,} words (median story "
-           f"{tiny['median words/unit']:.0f} words); BabyLM-like text: {int(baby['units']):,} documents, "
-           f"{int(baby['words']):,} words from {sum(c.startswith('BabyLM: ') for c in st.index)} sources"]
-    fixed = repairs[repairs["repaired (mojibake)"] > 0]
-    out.append("mojibake repaired: " + ("none" if fixed.empty else ", ".join(
-        f"{int(r['repaired (mojibake)'])} of {int(r['count'])} {r['units']} of {r['corpus']}" for _, r in fixed.iterrows())))
-    paper = budgets_table[budgets_table["in the paper"] == "yes"]
+    tiny, baby, n_src = st.loc["TinyStories train"], st.loc["BabyLM (all)"], sum(c.startswith("BabyLM: ") for c in st.index)
+    fixed, refused = repairs[repairs["repaired (mojibake)"] > 0], mixes[mixes["rule"] != "fits"]
     stands = next(c for c in budgets_table.columns if c.startswith("stands for"))
-    out.append(f"{len(budgets_table)} TinyStories budgets, scaled 1/{scale:g} from the paper's: "
-               + ", ".join(f"{r['budget (this profile)']} stands for {r[stands]}" for _, r in budgets_table.iterrows())
-               + f"; {len(paper)} of them ({', '.join(paper[stands])}) are budgets the paper trained")
-    refused = mixes[mixes["rule"] != "fits"]
-    out.append(f"challenge rule: {len(mixes) - len(refused)} of {len(mixes)} mixes fit the track budget"
-               + (f"; refused: {', '.join(refused['mix'])}" if len(refused) else ""))
-    fails = int(tokenizers["round-trip failures"].sum())
-    out.append(f"tokenizers: {tokenizers['tokens/word'].min():.2f}-{tokenizers['tokens/word'].max():.2f} tokens per word; "
-               + ("every training story decodes back to itself" if fails == 0 else
-                  f"{fails} stories do not decode back to themselves: generation would cut them wrongly"))
-    return out
+    paper, fails = budgets_table[budgets_table["in the paper"] == "yes"], int(tokenizers["round-trip failures"].sum())
+    return [f"TinyStories: {int(tiny['units']):,} stories, {int(tiny['words']):,} words (median story "
+            f"{tiny['median words/unit']:.0f} words); BabyLM-like text: {int(baby['units']):,} documents, "
+            f"{int(baby['words']):,} words from {n_src} sources",
+            "mojibake repaired: " + ("none" if fixed.empty else ", ".join(
+                f"{int(r['repaired (mojibake)'])} of {int(r['count'])} {r['units']} of {r['corpus']}" for _, r in fixed.iterrows())),
+            f"{len(budgets_table)} TinyStories budgets, scaled 1/{scale:g} from the paper's: "
+            + ", ".join(f"{r['budget (this profile)']} stands for {r[stands]}" for _, r in budgets_table.iterrows())
+            + f"; {len(paper)} of them ({', '.join(paper[stands])}) are budgets the paper trained",
+            f"challenge rule: {len(mixes) - len(refused)} of {len(mixes)} mixes fit the track budget"
+            + (f"; refused: {', '.join(refused['mix'])}" if len(refused) else ""),
+            f"tokenizers: {tokenizers['tokens/word'].min():.2f}-{tokenizers['tokens/word'].max():.2f} tokens per word; "
+            + ("every training story decodes back to itself" if fails == 0 else
+               f"{fails} stories do not decode back to themselves: generation would cut them wrongly")]
 
 
 def zero_shot(intervals: pd.DataFrame, task: str = "BLiMP", across: Mapping[str, str] | None = None) -> list[str]:
@@ -226,8 +221,7 @@ def continuation_health(health: pd.DataFrame, prompts: str, reference: str | Non
     with their Wilson intervals, for the rows whose ``prompts`` column equals ``prompts``; ``reference`` names the
     ``model`` of the row of real story endings (the loop measure's base rate)."""
     out = []
-    ref = health[health.model == reference] if reference is not None else health.iloc[:0]
-    ref = ref.iloc[0] if len(ref) else None
+    ref = next((r for _, r in health[health.model == reference].iterrows()), None) if reference is not None else None
     for _, r in health[health.prompts == prompts].iterrows():
         line = (f"{r.model}: {r['ended (%)']:.0f} % [{r['ended CI low']:.0f}, {r['ended CI high']:.0f}] of greedy "
                 f"continuations end with end-of-text, {r['loops (%)']:.0f} % [{r['loops CI low']:.0f}, "
@@ -248,19 +242,17 @@ def _interval(text: str) -> tuple[float, float]:
 
 def encoders(table: pd.DataFrame, valid_blocks: int | None = None) -> list[str]:
     """Notebook 04: which mix predicts masked tokens best on held-out stories and on held-out BabyLM text.
-    Columns: mix, "MLM acc (stories)", "MLM acc (BabyLM)" and, where the table has them, their "… 95% CI" columns
-    (``"[lo, hi]"``, a bootstrap over the held-out blocks): then each sentence says whether best and lowest are apart
-    beyond those intervals."""
+    Columns: mix, "MLM acc (stories)", "MLM acc (BabyLM)" and, where given, their "… 95% CI" (``"[lo, hi]"``, over
+    the held-out blocks): then each sentence says whether best and lowest are apart beyond them."""
     out = []
     for col, what in (("MLM acc (stories)", "held-out stories"), ("MLM acc (BabyLM)", "held-out BabyLM documents")):
         ranked = table.sort_values(col, ascending=False)
-        top, low = ranked.iloc[0], ranked.iloc[-1]
-        line = (f"{what}: best MLM accuracy {top[col]:.3f} ({top.mix}), lowest "
-                f"{low[col]:.3f} ({low.mix})")
-        if f"{col} 95% CI" in table.columns:
-            top_lo, low_hi = _interval(top[f"{col} 95% CI"])[0], _interval(low[f"{col} 95% CI"])[1]
-            line += (f"; intervals {top[f'{col} 95% CI']} and {low[f'{col} 95% CI']}: "
-                     + ("apart" if top_lo > low_hi else "overlapping, so the order of these two is not established"))
+        top, low, ci = ranked.iloc[0], ranked.iloc[-1], f"{col} 95% CI"
+        line = f"{what}: best MLM accuracy {top[col]:.3f} ({top.mix}), lowest {low[col]:.3f} ({low.mix})"
+        if ci in table.columns:
+            apart = _interval(top[ci])[0] > _interval(low[ci])[1]
+            line += f"; intervals {top[ci]} and {low[ci]}: " + (
+                "apart" if apart else "overlapping, so the order of these two is not established")
         out.append(line)
     if {"tiny-1M", "baby-1M"} <= set(table.mix):
         t = table.set_index("mix")
@@ -270,10 +262,10 @@ def encoders(table: pd.DataFrame, valid_blocks: int | None = None) -> list[str]:
                    + f" (stories {t.loc['tiny-1M', 'MLM acc (stories)']:.3f} vs {t.loc['baby-1M', 'MLM acc (stories)']:.3f}; "
                    f"BabyLM {t.loc['baby-1M', 'MLM acc (BabyLM)']:.3f} vs {t.loc['tiny-1M', 'MLM acc (BabyLM)']:.3f})")
     blocks = f"{valid_blocks} validation blocks" if valid_blocks else "the validation blocks"
-    out.append(f"single runs with one seed: MLM accuracies are measured on {blocks} per domain"
-               + ("; their intervals cover the choice of blocks, not the run-to-run spread of training"
-                  if "MLM acc (stories) 95% CI" in table.columns else ", without an interval")
-               + "; BLiMP with intervals follows in notebook 05")
+    cover = ("; their intervals cover the choice of blocks, not the run-to-run spread of training"
+             if "MLM acc (stories) 95% CI" in table.columns else ", without an interval")
+    out.append(f"single runs with one seed: MLM accuracies are measured on {blocks} per domain{cover}; BLiMP with "
+               "intervals follows in notebook 05")
     return out
 
 
