@@ -133,6 +133,7 @@ LAZY = {
     ("runner", "helpers"): "the runner's command-line checks must not pay for torch (reporting, hardware)",
     ("core.config", "torch"): "config is read by the runner and data steps that never load torch",
     ("core.parallel", "torch"): "a worker sets its thread count before torch is imported",
+    ("core.parallel", "helpers"): "as torch: core.hardware imports it (the GPU check of workers: auto)",
     ("data.corpora", "torch"): "reading and counting corpora (notebook 01, the runner's checks) needs no torch",
     ("data.corpora", "datasets"): "only for a Hugging Face hub name, never in a default run",
     ("analysis.lexicon", "spacy"): "optional: a spaCy tagger where one is installed",

@@ -41,9 +41,9 @@ def resolve_workers(workers: int | str, jobs: int, threads: int | None = None, d
         if workers != "auto":
             raise ValueError(f"workers must be a whole number ≥ 1 or 'auto', not {workers!r}")
         if device is None:
-            import torch
+            from helpers.core.hardware import compute_device  # imports torch, so not in the header
 
-            device = "cuda" if torch.cuda.is_available() else "cpu"
+            device = compute_device("auto").type
         n = 1 if str(device).startswith("cuda") else (threads or os.cpu_count() or 1)
     else:
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
