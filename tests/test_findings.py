@@ -100,8 +100,8 @@ def test_encoder_sentences():
     t.loc[0, "MLM acc (BabyLM)"] = 0.1
     assert "its own domain: no" in findings.encoders(t)[2]
     # with the block-bootstrap intervals: apart or overlapping, and the last sentence says what they cover
-    t = t.assign(**{"MLM acc (stories) 95% CI": ["[0.190, 0.210]", "[0.320, 0.340]"],
-                    "MLM acc (BabyLM) 95% CI": ["[0.050, 0.150]", "[0.100, 0.140]"]})
+    t = t.assign(**{"MLM acc (stories) CI low": [0.19, 0.32], "MLM acc (stories) CI high": [0.21, 0.34],
+                    "MLM acc (BabyLM) CI low": [0.05, 0.10], "MLM acc (BabyLM) CI high": [0.15, 0.14]})
     s = findings.encoders(t)
     assert s[0].endswith("intervals [0.320, 0.340] and [0.190, 0.210]: apart")
     assert "overlapping, so the order of these two is not established" in s[1]
@@ -340,7 +340,7 @@ def test_data_budget_sentences():
     s = findings.data_budgets(stats, repairs, table, mixes, toks, 10)
     assert s[0] == ("TinyStories: 7,043 stories, 1,163,603 words (median story 147 words); BabyLM-like text: 30 documents, "
                     "1,200 words from 2 sources")
-    assert s[1] == "mojibake repaired: 109 of 4302 paragraphs of TinyStories valid"
+    assert s[1] == "mojibake repaired: 109 of 4,302 paragraphs of TinyStories valid"
     assert "500k stands for 5M, 125k stands for 1.25M; 1 of them (5M) are budgets the paper trained" in s[2]
     assert s[3] == "challenge rule: 1 of 2 mixes fit the track budget; refused: baby-500k + tiny-1M"
     assert s[4] == "tokenizers: 1.25-1.26 tokens per word; every training story decodes back to itself"

@@ -56,3 +56,17 @@ def test_a_lone_last_job_runs_in_the_caller_with_all_threads():
     assert torch.get_num_threads() == before  # the caller's setting comes back
     off = parallel.run_jobs(square, jobs, workers=2, threads=2, log=logs.append, lone_tail_in_caller=False)
     assert off["job2"]["pid"] != os.getpid() and off["job2"]["threads"] == 1
+
+
+def test_the_plan_in_words_is_the_plan_run_jobs_follows():
+    names = [f"job{i}" for i in range(3)]
+    assert parallel.plan_jobs(2, names, 2) == (2, 1, ["job2"])
+    assert parallel.plan_jobs(2, names[:2], 2) == (2, 1, [])
+    assert parallel.plan_jobs(2, names, 2, lone_tail_in_caller=False) == (2, 1, [])
+    assert parallel.plan_jobs(1, names, 4) == (1, 4, [])
+    assert parallel.describe_jobs(2, names[:2], 2) == "2 processes side by side, 1 thread(s) each"
+    assert parallel.describe_jobs(2, names, 2) == "2 processes side by side, 1 thread(s) each; job2 alone afterwards with 2"
+    assert parallel.describe_jobs("auto", names, 3, device="cuda:0") == "one at a time, 3 thread(s)"
+    logs = []  # run_jobs announces the same plan
+    parallel.run_jobs(square, {n: dict(x=1) for n in names}, workers=2, threads=2, log=logs.append)
+    assert "3 jobs in 2 worker processes, 1 thread each; the last, 'job2', alone afterwards with 2 threads" == logs[0]

@@ -23,7 +23,7 @@ import queue as _queue
 import sys
 import time
 import traceback
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from helpers.core.progress import progress
 
@@ -50,6 +50,28 @@ def resolve_workers(workers: int | str, jobs: int, threads: int | None = None, d
             raise ValueError(f"workers must be a whole number ≥ 1 or 'auto', not {workers!r}")
         n = workers
     return max(1, min(n, jobs))
+
+
+def plan_jobs(workers: int | str, names: Sequence[str], threads: int, lone_tail_in_caller: bool = True,
+              device: str | None = None) -> tuple[int, int, list[str]]:
+    """How :func:`run_jobs` runs the jobs ``names`` on ``threads`` threads: ``(processes, threads each, tail)``;
+    ``tail`` is the job (at most one) left after full rounds, run afterwards in the caller with all the threads."""
+    n = resolve_workers(workers, len(names), threads, device)
+    if n <= 1:
+        return 1, threads, []
+    each = max(1, threads // n)
+    tail = list(names[-1:]) if lone_tail_in_caller and len(names) > n and len(names) % n == 1 and threads > each else []
+    return n, each, tail
+
+
+def describe_jobs(workers: int | str, names: Sequence[str], threads: int, lone_tail_in_caller: bool = True,
+                  device: str | None = None) -> str:
+    """:func:`plan_jobs` in words, for a table's timing column: its minutes depend on how the runs shared the CPU."""
+    n, each, tail = plan_jobs(workers, names, threads, lone_tail_in_caller, device)
+    if n <= 1:
+        return f"one at a time, {threads} thread(s)"
+    return (f"{n} processes side by side, {each} thread(s) each"
+            + (f"; {tail[0]} alone afterwards with {threads}" if tail else ""))
 
 
 class _QueueStream:
@@ -122,12 +144,10 @@ def run_jobs(fn: Callable[..., Any], jobs: Mapping[str, dict], workers: int | st
 
     jobs = dict(jobs)
     threads = threads or torch.get_num_threads()
-    n = resolve_workers(workers, len(jobs), threads)
+    names = list(jobs)
+    n, each, tail = plan_jobs(workers, names, threads, lone_tail_in_caller)
     if n <= 1:
         return {name: fn(**kw) for name, kw in jobs.items()}
-    each = max(1, threads // n)
-    names = list(jobs)
-    tail = names[-1:] if lone_tail_in_caller and len(names) > n and len(names) % n == 1 and threads > each else []
     pooled = {name: jobs[name] for name in names if name not in tail}
     log(f"{len(jobs)} {desc} in {n} worker processes, {each} thread{'s' if each > 1 else ''} each"
         + (f"; the last, {tail[0]!r}, alone afterwards with {threads} threads" if tail else ""))

@@ -15,6 +15,7 @@ import pandas as pd
 from helpers.analysis.lexicon import SPECIALIST_CLASSES
 from helpers.diversity.self_bleu import k_choice_label
 from helpers.evaluation.zero_shot import chance_verdict  # the one rule for "above chance" (also interval_table's)
+from helpers.report.reporting import fmt_interval
 
 CHANCE_WORDS = {"yes": "above chance", "below": "below chance", "no": "not distinguishable from chance"}
 
@@ -35,7 +36,7 @@ def data_budgets(stats: pd.DataFrame, repairs: pd.DataFrame, budgets_table: pd.D
             f"{tiny['median words/unit']:.0f} words); BabyLM-like text: {int(baby['units']):,} documents, "
             f"{int(baby['words']):,} words from {n_src} sources",
             "mojibake repaired: " + ("none" if fixed.empty else ", ".join(
-                f"{int(r['repaired (mojibake)'])} of {int(r['count'])} {r['units']} of {r['corpus']}" for _, r in fixed.iterrows())),
+                f"{int(r['repaired (mojibake)']):,} of {int(r['count']):,} {r['units']} of {r['corpus']}" for _, r in fixed.iterrows())),
             f"{len(budgets_table)} TinyStories budgets, scaled 1/{scale:g} from the paper's: "
             + ", ".join(f"{r['budget (this profile)']} stands for {r[stands]}" for _, r in budgets_table.iterrows())
             + f"; {len(paper)} of them ({', '.join(paper[stands])}) are budgets the paper trained",
@@ -234,25 +235,19 @@ def continuation_health(health: pd.DataFrame, prompts: str, reference: str | Non
     return out
 
 
-def _interval(text: str) -> tuple[float, float]:
-    """``"[0.351, 0.377]"`` -> ``(0.351, 0.377)`` (the interval cells of the tables)."""
-    lo, hi = (float(v) for v in str(text).strip("[] ").split(","))
-    return lo, hi
-
-
 def encoders(table: pd.DataFrame, valid_blocks: int | None = None) -> list[str]:
     """Notebook 04: which mix predicts masked tokens best on held-out stories and on held-out BabyLM text.
-    Columns: mix, "MLM acc (stories)", "MLM acc (BabyLM)" and, where given, their "… 95% CI" (``"[lo, hi]"``, over
-    the held-out blocks): then each sentence says whether best and lowest are apart beyond them."""
+    Columns: mix, "MLM acc (stories)", "MLM acc (BabyLM)" and, where given, their "… CI low" / "… CI high" (95 %,
+    over the held-out blocks): then each sentence says whether best and lowest are apart beyond them."""
     out = []
     for col, what in (("MLM acc (stories)", "held-out stories"), ("MLM acc (BabyLM)", "held-out BabyLM documents")):
         ranked = table.sort_values(col, ascending=False)
-        top, low, ci = ranked.iloc[0], ranked.iloc[-1], f"{col} 95% CI"
+        top, low, lo, hi = ranked.iloc[0], ranked.iloc[-1], f"{col} CI low", f"{col} CI high"
         line = f"{what}: best MLM accuracy {top[col]:.3f} ({top.mix}), lowest {low[col]:.3f} ({low.mix})"
-        if ci in table.columns:
-            apart = _interval(top[ci])[0] > _interval(low[ci])[1]
-            line += f"; intervals {top[ci]} and {low[ci]}: " + (
-                "apart" if apart else "overlapping, so the order of these two is not established")
+        if {lo, hi} <= set(table.columns):
+            apart = top[lo] > low[hi]
+            line += (f"; intervals {fmt_interval(top[lo], top[hi], 3)} and {fmt_interval(low[lo], low[hi], 3)}: "
+                     + ("apart" if apart else "overlapping, so the order of these two is not established"))
         out.append(line)
     if {"tiny-1M", "baby-1M"} <= set(table.mix):
         t = table.set_index("mix")
@@ -263,7 +258,7 @@ def encoders(table: pd.DataFrame, valid_blocks: int | None = None) -> list[str]:
                    f"BabyLM {t.loc['baby-1M', 'MLM acc (BabyLM)']:.3f} vs {t.loc['tiny-1M', 'MLM acc (BabyLM)']:.3f})")
     blocks = f"{valid_blocks} validation blocks" if valid_blocks else "the validation blocks"
     cover = ("; their intervals cover the choice of blocks, not the run-to-run spread of training"
-             if "MLM acc (stories) 95% CI" in table.columns else ", without an interval")
+             if "MLM acc (stories) CI low" in table.columns else ", without an interval")
     out.append(f"single runs with one seed: MLM accuracies are measured on {blocks} per domain{cover}; BLiMP with "
                "intervals follows in notebook 05")
     return out

@@ -174,9 +174,12 @@ class DecoderRun:
     epochs: float
 
     def row(self, word_scale: float = 1.0) -> dict:
+        """The plan's row: the budget's size (corpus tokens, blocks) and the schedule over it (passes if all steps
+        run; early stopping may end sooner)."""
         return {"budget": self.name, "words": self.words, "stands for": fmt_words(self.words * word_scale, digits=3),
-                "train tokens": self.train_data.tokens, "blocks": len(self.train_data), "epochs": round(self.epochs, 2),
-                "dropout": self.spec.dropout, "weight decay": self.cfg.weight_decay}
+                "corpus tokens": self.train_data.tokens, "blocks": len(self.train_data),
+                "passes if all steps run": round(self.epochs, 2), "dropout": self.spec.dropout,
+                "weight decay": self.cfg.weight_decay}
 
 
 def plan_decoders(
