@@ -35,7 +35,7 @@ from _common import chosen_recipes, recipe_parser  # noqa: E402
 
 # name -> (what it tests, overrides of notebook 02's params: "model", "train", "regularisation", "fixed_dropout", ...)
 RECIPES: dict[str, tuple[str, dict]] = {
-    "before": ("the cpu profile before issue #14: 300 x 16 blocks, lr 2e-3, dropout 0.2 ('epochs' rule)",
+    "before": ("the cpu profile before the recipe search: 300 x 16 blocks, lr 2e-3, dropout 0.2 ('epochs' rule)",
                {"model": {"hidden": 128, "layers": 4, "heads": 4, "context": 256, "window": 128},
                 "train": {"steps": 300, "batch_size": 16, "micro_batch": 16, "lr": 2e-3, "min_lr": 2e-4, "warmup": 0.016,
                           "grad_clip": 2.0, "eval_every": 20, "save_every": 20, "stop_patience": None, "precision": "fp32"},

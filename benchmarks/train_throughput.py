@@ -42,7 +42,7 @@ from _common import matmul_peak
 CONFIGS = {
     # the issue's: hidden 128, 4 layers, 16 heads, vocab 16,384, seq 512, batch 8 (window: the paper's 256)
     "issue": dict(spec=dict(hidden=128, layers=4, heads=16, context=512, window=256, vocab_size=16_384), seq=512, batch=8, dropout=0.1),
-    # the cpu profile's decoder before issue #14 (dropout 0.2: what the old "epochs" regularisation gave it)
+    # the cpu profile's decoder before the recipe search (dropout 0.2: what the old "epochs" regularisation gave it)
     "cpu-before": dict(spec=dict(hidden=128, layers=4, heads=4, context=256, window=128, vocab_size=4096), seq=256,
                        batch=16, dropout=0.2),
     # the cpu profile's decoder now (no dropout)

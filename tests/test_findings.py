@@ -346,3 +346,61 @@ def test_data_budget_sentences():
     assert s[4] == "tokenizers: 1.25-1.26 tokens per word; every training story decodes back to itself"
     toks.loc[0, "round-trip failures"] = 3
     assert "3 stories do not decode back" in findings.data_budgets(stats, repairs, table, mixes, toks, 10)[4]
+
+
+def test_evaluation_summary_sentences():
+    from helpers.report import eval_findings
+
+    rows = []
+    for kind, model, blimp, supp in [("decoder", "d1", (51.0, 50.6, 51.4), (49.0, 45.0, 53.0)),
+                                     ("encoder", "base", (58.0, 57.0, 59.0), (53.0, 48.0, 58.0)),
+                                     ("encoder", "base (seed 7)", (55.0, 54.0, 56.0), (52.0, 47.0, 57.0)),
+                                     ("encoder", "gen", (56.0, 55.0, 57.0), (52.5, 47.0, 58.0))]:
+        rows += [{"kind": kind, "model": model, "task": "BLiMP", "accuracy": blimp[0], "ci_low": blimp[1], "ci_high": blimp[2]},
+                 {"kind": kind, "model": model, "task": "Supp.", "accuracy": supp[0], "ci_low": supp[1], "ci_high": supp[2]}]
+    iv = pd.DataFrame(rows)
+    glue = {"base": (47.0, 45.0, 49.0), "gen": (43.0, 41.0, 44.5)}
+    comp = pd.DataFrame({"ours (cpu)": [58.0, 53.0, 60.0], "paper": [62.6, 60.8, float("nan")]})
+    s = eval_findings.evaluation(iv, glue, 44.0, [("base", "gen")], {"base (seed 7)": "base"}, comp, 10)
+    assert s[0] == "BLiMP, decoders: 1 of 1 above chance (50) beyond their 95 % interval (d1); accuracies 51.0-51.0"
+    assert s[1].startswith("BLiMP, encoders: 3 of 3 above chance")
+    assert s[2].startswith("Supp., decoders: 0 of 1 above chance") and "(none)" in s[2]
+    assert "base 47.0 [45.0, 49.0] above majority; gen 43.0 [41.0, 44.5] not apart from majority" in s[4]
+    # BLiMP -2.0 has apart intervals but lies inside the 3-point seed gap; GLUE -4.0 is apart (no seed gap for GLUE)
+    assert s[5].startswith("generated stories (gen minus base): BLiMP -2.0, Supp. -0.5, GLUE -4.0 points; "
+                           "beyond the intervals and the seed gap: GLUE")
+    assert s[5].endswith("two seeds of one mix lie BLiMP 3.0, Supp. 1.0 points apart")
+    assert s[6] == ("against the authors' rows (trained on 10x our words, with a larger model): ours are lower in 2 of 2 "
+                    "printed comparisons, by a median of 6.2 points")
+    iv2 = iv.copy()
+    iv2.loc[(iv2.model == "gen") & (iv2.task == "BLiMP"), ["accuracy", "ci_low", "ci_high"]] = [57.5, 56.5, 58.5]
+    s = eval_findings.evaluation(iv2, None, None, [("base", "gen")], {"base (seed 7)": "base"})
+    assert "none beyond both the intervals and the seed gap" in s[-1]
+
+
+def test_generated_pairs_are_mixes_that_add_generated_stories_to_another_mix():
+    from helpers.report.paper_tables import generated_pairs
+
+    enc = ["baby-1M", "b+t", "b+t (seed 7)", "b+t+gen-nucleus-1", "b+t+gen-nucleus-1 (balanced)", "x+gen-greedy"]
+    assert generated_pairs(enc) == [("b+t", "b+t+gen-nucleus-1")]  # x is not an encoder of the list
+    assert generated_pairs(["baby-40k", "baby-20k+tiny-20k+gen-nucleus-1"]) == []
+
+
+def test_story_evaluation_sentences():
+    from helpers.report import eval_findings
+
+    judge = pd.DataFrame([{"model": "a", "decoding": "greedy", "creativity": 4.1, "creativity low": 4.0, "creativity high": 4.2},
+                          {"model": "b", "decoding": "greedy", "creativity": 4.5, "creativity low": 4.3, "creativity high": 4.7}])
+    themed = pd.DataFrame([{"model": "a", "suite": "factual", "score": 0.0, "score CI low": 0.0, "score CI high": 0.0},
+                           {"model": "b", "suite": "factual", "score": 0.3, "score CI low": 0.1, "score CI high": 0.5}])
+    inst = pd.DataFrame([{"prompts": "p", "model": "plain", "share of required words used": 0.16, "required low": 0.14,
+                          "required high": 0.19, "chance (words of another prompt)": 0.13, "chance low": 0.10, "chance high": 0.15},
+                         {"prompts": "p", "model": "instruct", "share of required words used": 0.30, "required low": 0.25,
+                          "required high": 0.35, "chance (words of another prompt)": 0.17, "chance low": 0.15, "chance high": 0.20}])
+    s = eval_findings.story_evaluation(judge, ["creativity"], themed, inst)
+    assert s[0] == "judge, creativity (greedy): highest b 4.50 [4.30, 4.70], lowest a 4.10 [4.00, 4.20]: apart"
+    assert s[1] == "themed factual: best b 0.30 [0.10, 0.50] of 1; 1 of 2 models' intervals exclude 0"
+    assert s[2] == "required words used, p prompts: plain 0.16 vs chance 0.13 (not above); instruct 0.30 vs chance 0.17 (above)"
+    judge.loc[1, "creativity low"] = 4.15
+    assert "overlapping" in eval_findings.story_evaluation(judge, ["creativity"], themed)[0]
+    assert eval_findings.story_evaluation(None, [], themed)[0] == "no judge grades in this run"

@@ -222,7 +222,7 @@ def test_analysis_is_cached_and_reused(tmp_path, model, tok, stories):
     assert "<mark" not in views.neuron_html(a, 1, 0, ex) and "class=\"top\"" in views.neuron_html(a, 1, 0, ex)
 
 
-# the split of the former interpret module (issue #18): each public name has one home
+# the split of the former interpret module: each public name has one home
 HOMES = {
     "analysis.lexicon": """CLASSES ATTENTION_CLASSES SPECIALIST_CLASSES FUNCTION_CLASSES CLOSED_CLASS IRREGULAR_VERBS NAMES LEXICON
         Word split_words Lexicon lexicon_from_frame load_lexicon word_class story_names LexiconTagger SpacyTagger

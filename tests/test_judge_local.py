@@ -256,6 +256,12 @@ def test_validity_table_and_verdict():
     assert "No better than chance (the interval holds one half) with: grammar (50 %" in text
     assert "Worse than chance (upper bound below one half: it prefers the corrupted endings) with: consistency" in text
     assert "prefers the corrupted ending beyond chance: consistency/shuffled (0 % [0, " in text
+    # the closing note: the verdict once (or not at all where the notebook printed it already), then the details
+    note = JV.closing_note(t, "tiny", {"mean s/item": 0.5, "median s/item": 0.4, "items": 8}, ["creativity", "plot"])
+    assert note.startswith(text) and note.count(text) == 1 and "Decoders graded with: creativity, plot." in note
+    short = JV.closing_note(t, "tiny", None, [], verdict_line=False)
+    assert text not in short and short.startswith("Judge tiny: real ending graded higher")
+    assert "  creativity: " in short and "no criterion (none separates)" in short and "Judge time" not in short
     # two stories are too few (their pairs are not independent): the pooled interval must not claim separation
     few = JV.validity_table(_fake_grades(2))
     assert not few[few.corruption == "all"].separates.any()

@@ -1,4 +1,4 @@
-"""The paper profile's protocol points (issue 16), each on tiny synthetic files shaped like the real ones."""
+"""The paper profile's protocol points, each on tiny synthetic files shaped like the real ones."""
 import numpy as np
 import pytest
 
@@ -229,6 +229,15 @@ def test_comparison_takes_the_authors_row_and_never_a_context_free_ewok():
     comp = evaluation.compare_with_paper(ours, synth, {"x": "a", "y": "b"}).set_index(["mix", "benchmark"])
     assert comp.loc[("x", "EWoK"), "paper"] == 64.0 and "ewok_alt" in comp.loc[("x", "EWoK"), "note"]
     assert pd.isna(comp.loc[("y", "EWoK"), "paper"]) and "not compared" in comp.loc[("y", "EWoK"), "note"]
+    assert comp.loc[("y", "GLUE"), "note"] == "not printed in the paper"
+    # our intervals beside our scores; a scaled-down GLUE says so beside the paper's number
+    ours = ours.assign(**{"GLUE protocol": ["scaled protocol: boolq (1 of 11 tasks)", "the paper's protocol"]})
+    ci = pd.DataFrame([{"model": "x", "task": "BLiMP", "ci_low": 0.5, "ci_high": 1.5},
+                       {"model": "x", "task": "GLUE", "ci_low": 0.2, "ci_high": 1.8}])
+    comp = evaluation.compare_with_paper(ours, synth, {"x": "a", "y": "b"}, intervals=ci).set_index(["mix", "benchmark"])
+    assert tuple(comp.loc[("x", "BLiMP"), ["CI low", "CI high"]]) == (0.5, 1.5)
+    assert pd.isna(comp.loc[("y", "BLiMP"), "CI low"])
+    assert comp.loc[("x", "GLUE"), "note"] == "not printed in the paper; ours: scaled protocol: boolq (1 of 11 tasks)"
     assert comp.loc[("y", "GLUE"), "note"] == "not printed in the paper"
 
 

@@ -148,9 +148,10 @@ def test_gpu_check_dry_run_on_cpu(tmp_path):
     assert {"decoder numerics", "decoder step", "real run", "encoder numerics", "encoder step"} <= sections
 
 
-# ------------------------------------------------------------------ the repository stands alone (issue #16)
+# ------------------------------------------------------------------ the repository stands alone
 _PRIVATE_DOC = re.compile("STUDY" + r"\.md", re.I)  # the private specification, not part of the repository
 _SEED_REF = re.compile(r"\bseeds?[ _-]0\d\d\b", re.I)  # "seed" + a three-digit id: the private papers' numbering
+_ISSUE_REF = re.compile(r"\bissues? #?\d+\b|(?<![\w&/])#1\d\b", re.I)  # the developers' tracker, which a reader cannot open
 _DOC_LINK = re.compile(r"\bdocs/([A-Za-z0-9_./-]+?\.md)(?:#([A-Za-z0-9_-]+))?")
 _BINARY_SUFFIXES = {".gz", ".zip", ".png", ".jpg", ".jpeg", ".gif", ".pdf", ".svg", ".pt", ".bin", ".safetensors",
                     ".npy", ".npz", ".parquet", ".pkl", ".xz", ".bz2", ".whl"}
@@ -189,12 +190,15 @@ def _anchors(markdown: str) -> set[str]:
 
 
 def test_no_reference_to_documents_outside_the_repository():
-    """The methods live in docs/methods.md; nothing may cite the developers' private specification or the private
-    papers' numbers (the word seed followed by a zero-padded id), which a reader of the repository cannot open."""
+    """The methods live in docs/methods.md; nothing may cite the developers' private specification, the private
+    papers' numbers (the word seed followed by a zero-padded id) or the developers' issue tracker (the word issue and a number),
+    which a reader of the repository cannot open."""
+    assert _ISSUE_REF.search("the target of issue #" + "14") and _ISSUE_REF.search("until #" + "14)")
+    assert not _ISSUE_REF.search("colour #1a2b3c, &#10;, page#12")
     bad = []
     for rel, text in _tracked_text_files():
         for n, line in enumerate(text.splitlines(), 1):
-            if _PRIVATE_DOC.search(line) or _SEED_REF.search(line):
+            if _PRIVATE_DOC.search(line) or _SEED_REF.search(line) or _ISSUE_REF.search(line):
                 bad.append(f"{rel}:{n}: {line.strip()[:100]}")
     assert not bad, "references to documents that are not in the repository:\n" + "\n".join(bad)
 

@@ -1,4 +1,5 @@
-"""Issue #15, "nothing lost, nothing silent": one test per fault of its table (row number in each test's name).
+"""Reliability, "nothing lost, nothing silent": one test per fault found in a review of the pipeline (the
+fault's row number in that review is in each test's name).
 
 Everything runs in tmp folders (``STORYBENCH_ROOT``/``STORYBENCH_RUNS``/``STORYBENCH_REPORTS``), the judge against
 a server on 127.0.0.1; no notebook is executed (kernel death is simulated at papermill's boundary)."""

@@ -229,6 +229,11 @@ def test_write_manifest_returns_none_and_records_packages(reports):
     assert any(p.lower().startswith("torch==") for p in entry["packages"])
     lock = reporting.write_requirements_lock("smoke").read_text()
     assert "storybench" not in lock.split("\n", 2)[-1].lower() and re.search(r"^numpy==\S+$", lock, re.M)
+    torch_pin = next(p for p in entry["packages"] if p.lower().startswith("torch=="))
+    assert ("--extra-index-url https://download.pytorch.org/whl/" in lock) == ("+" in torch_pin)
+    assert reporting.package_indexes(["numpy==2.0", "torch==2.13.0+cpu", "torchvision==0.28.0+cpu", "x==1+local"]) == [
+        "--extra-index-url https://download.pytorch.org/whl/cpu"]
+    assert reporting.package_indexes(["torch==2.11.0"]) == []
 
 
 def test_number_formats_for_people():
@@ -341,6 +346,21 @@ def test_tidy_records_the_kernel_the_notebook_ran_on(tmp_path):
     tidy_report(p, KERNEL_NAME)
     spec = json.loads(p.read_text())["metadata"]["kernelspec"]
     assert spec == {"name": "storybench", "display_name": "Python (storybench)", "language": "python"}
+
+
+def test_notebooks_name_the_project_kernel_and_run_without_it(monkeypatch):
+    """JupyterLab opens the notebooks with the set-up's ``storybench`` kernel; where it is not installed the runner
+    asks papermill for ``python3`` (the running Python's own kernel) instead of failing on a missing kernel."""
+    from jupyter_client import kernelspec
+
+    from helpers import runner
+
+    for nb in runner.notebooks():
+        assert json.loads(nb.read_text())["metadata"]["kernelspec"]["name"] == runner.KERNEL_NAME, nb.name
+    monkeypatch.setattr(kernelspec.KernelSpecManager, "find_kernel_specs", lambda self: {"python3": "/x"})
+    assert runner.kernel_name() == runner.FALLBACK_KERNEL == "python3"
+    monkeypatch.setattr(kernelspec.KernelSpecManager, "find_kernel_specs", lambda self: {"storybench": "/y"})
+    assert runner.kernel_name() == "storybench"
 
 
 def test_a_failed_run_keeps_the_times_of_the_notebooks_it_finished(tmp_path, monkeypatch):

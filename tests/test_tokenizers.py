@@ -37,6 +37,31 @@ def test_encode_stories_appends_eot(decoder_tokenizer):
     assert all(x[-1] == 1 for x in ids)
 
 
+def test_end_of_text_id(decoder_tokenizer, encoder_tokenizer):
+    assert tk.end_of_text_id(decoder_tokenizer) == 1
+    with pytest.raises(ValueError, match="no <\\|endoftext\\|> token"):
+        tk.end_of_text_id(encoder_tokenizer)  # an encoder tokenizer has none
+    with pytest.raises(ValueError, match="no <\\|endoftext\\|> token"):
+        tk.encode_stories(encoder_tokenizer, ["a b"])
+    # a start token where only one is needed: BOS, else EOS, and still an error when there is neither
+    other = encoder_tokenizer.bos_token_id if encoder_tokenizer.bos_token_id is not None else encoder_tokenizer.eos_token_id
+    if other is None:
+        with pytest.raises(ValueError):
+            tk.end_of_text_id(encoder_tokenizer, fallback=True)
+    else:
+        assert tk.end_of_text_id(encoder_tokenizer, fallback=True) == other
+
+    class NoEot:  # a tokenizer whose <|endoftext|> is unknown, with only an EOS
+        unk_token_id, bos_token_id, eos_token_id = 0, None, 7
+
+        def convert_tokens_to_ids(self, token):
+            return self.unk_token_id
+
+    assert tk.end_of_text_id(NoEot(), fallback=True) == 7
+    with pytest.raises(ValueError):
+        tk.end_of_text_id(NoEot())
+
+
 def test_bad_input():
     with pytest.raises(ValueError, match="empty corpus"):
         tk.train_tokenizer(["", "  "], "decoder", 300)

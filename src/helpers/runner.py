@@ -192,13 +192,18 @@ KERNEL_NAME = "storybench"  # registered by ./run_all.sh's set-up (ipykernel ins
 KERNEL_DISPLAY_NAMES = {KERNEL_NAME: "Python (storybench)"}  # as run_all.sh registers it
 
 
+FALLBACK_KERNEL = "python3"  # ipykernel's own kernel of the running Python
+
+
 def kernel_name() -> str | None:
-    """``storybench`` when that Jupyter kernel is installed (found on the venv's Jupyter path), else None: papermill
-    then uses the notebook's own kernelspec."""
+    """``storybench`` when that Jupyter kernel is installed (found on the venv's Jupyter path), else ``python3``
+    (the notebooks name ``storybench`` in their kernelspec, for JupyterLab users; a bare checkout without the
+    set-up's kernel still runs them); None when jupyter_client cannot list kernels (papermill then uses the
+    notebook's own kernelspec)."""
     try:
         from jupyter_client.kernelspec import KernelSpecManager
 
-        return KERNEL_NAME if KERNEL_NAME in KernelSpecManager().find_kernel_specs() else None
+        return KERNEL_NAME if KERNEL_NAME in KernelSpecManager().find_kernel_specs() else FALLBACK_KERNEL
     except Exception:  # noqa: BLE001 - no jupyter_client, unreadable kernel folders: use the notebook's kernel
         return None
 

@@ -36,8 +36,8 @@ import torch
 from scipy import stats
 
 from helpers.core.stats import wilson_interval
-from helpers.data.corpora import EOT, PackedBlocks, pack_blocks, split_sentences
-from helpers.data.tokenizers import encode_stories
+from helpers.data.corpora import PackedBlocks, pack_blocks, split_sentences
+from helpers.data.tokenizers import encode_stories, end_of_text_id
 from helpers.evaluation.lm_scoring import causal_scores
 from helpers.models.compressor import build_compressor, compressor_config, compressor_loss, shifted_token_nll
 from helpers.models.decoder import DecoderSpec, build_decoder, count_parameters, flops_per_token
@@ -341,7 +341,7 @@ def train_compressor(name: str, train_data, valid_data, tokenizer, spec: dict, c
     (:func:`helpers.training.recipes.train_or_skip`, loss ``compressor_loss``); the best checkpoint lands in
     ``<out_dir>/best`` with the tokenizer."""
     compressor_config(spec)  # refuse bad specs before anything is deleted or trained
-    eot = tokenizer.convert_tokens_to_ids(EOT)
+    eot = end_of_text_id(tokenizer)
     ids = dict(bos_token_id=eot, eos_token_id=eot, pad_token_id=eot)
     return train_or_skip(name, lambda: build_compressor(spec, seed=cfg.seed, **ids), {"compressor": dict(spec)},
                          train_data, valid_data, tokenizer, cfg, out_dir, loss_fn=compressor_loss, progress=progress,

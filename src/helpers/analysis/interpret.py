@@ -19,7 +19,7 @@ from helpers.analysis.lexicon import LexiconTagger, Word, split_words
 from helpers.core.artifacts import atomic_path, fingerprint, read_json, run_step, sha256_file, write_json
 from helpers.core.config import shown_path
 from helpers.data.corpora import EOT
-from helpers.data.tokenizers import load_tokenizer
+from helpers.data.tokenizers import end_of_text_id, load_tokenizer
 from helpers.models.decoder import load_decoder
 
 CACHE_VERSION = 1
@@ -51,9 +51,7 @@ class StoryTokens:
 def encode_story(tokenizer, text: str, max_tokens: int, tagger=None) -> StoryTokens:
     """Tokenise ``text`` after a start token (``<|endoftext|>``), map tokens to words, classify words."""
     enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-    start = tokenizer.convert_tokens_to_ids(EOT)
-    if start is None or start == tokenizer.unk_token_id:
-        start = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
+    start = end_of_text_id(tokenizer, fallback=True)
     keep = max(0, max_tokens - 1)
     ids = [int(start)] + list(enc["input_ids"][:keep])
     offsets = [(0, 0)] + [tuple(o) for o in enc["offset_mapping"][:keep]]

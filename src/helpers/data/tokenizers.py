@@ -106,13 +106,23 @@ def round_trip_ok(tokenizer: PreTrainedTokenizerFast, text: str) -> bool:
     )
 
 
+def end_of_text_id(tokenizer, fallback: bool = False) -> int:
+    """The id of ``<|endoftext|>`` (the decoders' story separator, start and pad token). A tokenizer without it
+    raises ValueError, unless ``fallback``: then its BOS (else EOS) token, for code that only needs a start token."""
+    eot = tokenizer.convert_tokens_to_ids(EOT)
+    if eot is None or eot == tokenizer.unk_token_id:
+        other = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
+        if not fallback or other is None:
+            raise ValueError("tokenizer has no <|endoftext|> token (is it a decoder tokenizer?)")
+        return int(other)
+    return int(eot)
+
+
 def encode_stories(tokenizer: PreTrainedTokenizerFast, stories: Iterable[str], add_eot: bool = True) -> list[list[int]]:
     """Token ids per story; with ``add_eot`` each story ends with ``<|endoftext|>`` (decoder packing)."""
     stories = list(stories)
     ids = tokenizer(stories, add_special_tokens=False)["input_ids"] if stories else []
     if add_eot:
-        eot = tokenizer.convert_tokens_to_ids(EOT)
-        if eot is None or eot == tokenizer.unk_token_id:
-            raise ValueError("tokenizer has no <|endoftext|> token (is it a decoder tokenizer?)")
+        eot = end_of_text_id(tokenizer)
         ids = [x + [eot] for x in ids]
     return ids

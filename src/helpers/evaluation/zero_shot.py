@@ -404,12 +404,17 @@ def paper_ewok_has_context(row: "pd.Series") -> bool:
 
 
 def compare_with_paper(ours: "pd.DataFrame", table: "pd.DataFrame", equivalents: dict[str, str],
-                       ours_label: str = "ours") -> "pd.DataFrame":
+                       ours_label: str = "ours", intervals: "pd.DataFrame | None" = None) -> "pd.DataFrame":
     """One row per (our mix, benchmark): our score beside the authors' own row for the mix it stands for
     (:func:`paper_authors_row`). ``ours``: one row per mix with ``training data`` and the columns of
-    :data:`PAPER_BENCHMARKS`; ``table``: a paper table as stored in ``params/paper_reference``. An EWoK number
-    computed without the context (:func:`paper_ewok_has_context`) is replaced by the row's ``ewok_alt`` when it has
-    one, else left out, and the ``note`` says which; a missing paper cell is NaN with a note."""
+    :data:`PAPER_BENCHMARKS` (and, where present, ``GLUE protocol``: a GLUE row's note then says when the
+    fine-tuning was scaled down); ``table``: a paper table as stored in ``params/paper_reference``;
+    ``intervals``: rows (model, task, ci_low, ci_high) whose 95 % intervals become ``CI low`` / ``CI high``
+    (task = benchmark). An EWoK number computed without the context (:func:`paper_ewok_has_context`) is replaced by
+    the row's ``ewok_alt`` when it has one, else left out, and the ``note`` says which; a missing paper cell is NaN
+    with a note."""
+    ci = {} if intervals is None else {(m, t): (lo, hi) for m, t, lo, hi in
+                                        zip(intervals["model"], intervals["task"], intervals["ci_low"], intervals["ci_high"])}
     out = []
     for name, paper_mix in equivalents.items():
         mine = ours[ours["training data"] == name]
@@ -428,7 +433,12 @@ def compare_with_paper(ours: "pd.DataFrame", table: "pd.DataFrame", equivalents:
                         (float("nan"), "paper EWoK computed without context: not compared")
                 if pd.isna(paper) and not note:
                     note = "not printed in the paper"
+            protocol = str(mine["GLUE protocol"].iloc[0]) if "GLUE protocol" in mine.columns else ""
+            if bench == "GLUE" and protocol.startswith("scaled"):
+                note = "; ".join(n for n in (note, f"ours: {protocol}") if n)
+            lo, hi = ci.get((name, bench), (float("nan"), float("nan")))
             out.append({"mix": name, "paper mix": paper_mix, "paper row": None if row is None else row["model"],
                         "benchmark": bench, ours_label: float(mine[bench].iloc[0]) if pd.notna(mine[bench].iloc[0]) else float("nan"),
+                        "CI low": lo, "CI high": hi,
                         "paper": float(paper) if pd.notna(paper) else float("nan"), "note": note})
     return pd.DataFrame(out)

@@ -240,10 +240,13 @@ def time_per_item(*graded: Mapping[str, Any] | Any) -> dict[str, float]:
             "median s/item": round(float(s.median()), 3) if len(s) else float("nan")}
 
 
-def closing_note(table, judge_name: str, timing: Mapping[str, Any] | None, used: Sequence[str]) -> str:
-    """The closing note's judge paragraph, every number computed: the verdict, each criterion's share per
-    corruption with its interval, the criteria used, and the judge's time per item."""
-    lines = [verdict(table, judge_name), "Real ending graded higher, share of pairs [95 % interval], per corruption:"]
+def closing_note(table, judge_name: str, timing: Mapping[str, Any] | None, used: Sequence[str],
+                 verdict_line: bool = True) -> str:
+    """The closing note's judge paragraph, every number computed: the verdict (unless ``verdict_line`` is False:
+    a notebook that printed it already), each criterion's share per corruption with its interval, the criteria
+    used, and the judge's time per item."""
+    lines = ([verdict(table, judge_name)] if verdict_line else []) + [
+        f"Judge {judge_name}: real ending graded higher, share of pairs [95 % interval], per corruption:"]
     for c in dict.fromkeys(table.criterion):
         t = table[table.criterion == c]
         cells = [f"{k} {100 * w:.0f} % [{100 * lo:.0f}, {100 * hi:.0f}]"

@@ -109,6 +109,14 @@ def words_text(n: float | int | str | None) -> str:
     return "" if n != n else fmt_words(n, digits=3)
 
 
+def generated_pairs(encoders: Sequence[str]) -> list[tuple[str, str]]:
+    """``(mix, mix + generated stories)`` for each encoder whose mix adds a generated corpus (``"…+gen-…"``) to the
+    mix of another encoder of the list: the paper's question whether generated stories help. Variants in
+    parentheses (another seed, balanced sampling) are left out."""
+    plain = [e for e in encoders if "(" not in e]
+    return [(e.split("+gen-")[0], e) for e in plain if "+gen-" in e and e.split("+gen-")[0] in plain]
+
+
 def encoder_stands_for(encoders: Sequence[str], paper_equivalents: Mapping[str, str],
                        seed_replicates: Mapping[str, str] | None = None) -> dict[str, str]:
     """The paper mix each encoder stands for: its own ``paper_equivalents`` entry; else that of the mix it repeats

@@ -20,7 +20,7 @@ import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -421,9 +421,21 @@ def write_requirements_lock(profile: str) -> ReportPath:
     head = (f"# package versions of the last `./run_all.sh --profile {profile}` (Python {platform.python_version()}, "
             f"{sys.platform}); reinstall with\n#   pip install -r reports/{profile}/requirements-lock.txt && "
             "pip install -e .\n")
+    packages = installed_packages()
     out = reports_dir(profile) / "requirements-lock.txt"
-    write_text(out, head + "\n".join(installed_packages()) + "\n")
+    write_text(out, head + "".join(f"{line}\n" for line in package_indexes(packages)) + "\n".join(packages) + "\n")
     return ReportPath(out)
+
+
+def package_indexes(packages: Sequence[str]) -> list[str]:
+    """pip options a lock file needs beyond PyPI: a PyTorch build with a local version (``torch==2.13.0+cpu``,
+    ``+cu130``) exists only on PyTorch's own index (``https://download.pytorch.org/whl/<tag>``)."""
+    tags = []
+    for p in packages:
+        name, _, version = p.partition("==")
+        if name.lower() in ("torch", "torchvision", "torchaudio") and "+" in version:
+            tags.append(version.split("+", 1)[1])
+    return [f"--extra-index-url https://download.pytorch.org/whl/{t}" for t in dict.fromkeys(tags)]
 
 
 def write_manifest(profile: str, notebook: str, params: dict[str, Any], inputs: dict[str, str],

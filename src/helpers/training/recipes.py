@@ -30,9 +30,9 @@ from helpers.core.artifacts import (fingerprint, read_json, read_jsonl, run_step
                         write_jsonl)
 from helpers.core.config import load_params, run_dir, shown_path
 from helpers.data.budgets import Ledger, fmt_words, read_corpus
-from helpers.data.corpora import EOT, PackedBlocks, encoder_segments, pack_blocks
+from helpers.data.corpora import PackedBlocks, encoder_segments, pack_blocks
 from helpers.data.masking import LongPhaseBlocks, MaskedBlocks, MaskingConfig, TokenIds, encode_encoder_blocks, mlm_loss
-from helpers.data.tokenizers import encode_stories, load_tokenizer, train_tokenizer
+from helpers.data.tokenizers import encode_stories, end_of_text_id, load_tokenizer, train_tokenizer
 from helpers.models.decoder import FAST_PATH_VERSION, DecoderSpec, build_decoder, regularisation_for_budget, regularisation_for_epochs
 from helpers.models.ltg_bert import LtgBertForMaskedLM, ltg_bert_config
 from helpers.training.loop import (TrainConfig, TrainingDiverged, TrainResult, _ckpt_step, init_distributed, lm_loss,
@@ -154,7 +154,7 @@ def train_decoder(name: str, train_data: PackedBlocks, valid_data: PackedBlocks,
     silently reusing models trained by other code. ``loss_fn``/``extra``: another objective (e.g. the contrastive
     one of :mod:`helpers.analysis.architecture`) and what identifies it."""
     spec = spec if isinstance(spec, DecoderSpec) else DecoderSpec(**spec)
-    eot = tokenizer.convert_tokens_to_ids(EOT)
+    eot = end_of_text_id(tokenizer)
     return train_or_skip(name, lambda: build_decoder(spec, seed=cfg.seed, bos_token_id=eot, eos_token_id=eot, pad_token_id=eot),
                          asdict(spec), train_data, valid_data, tokenizer, cfg, out_dir, loss_fn, progress, log,
                          extra={"fast_path": FAST_PATH_VERSION, **(extra or {})})
