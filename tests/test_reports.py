@@ -220,6 +220,80 @@ def test_save_table_fixed_format_caps_decimals_and_mixed_columns(reports):
     assert [r[0] for r in _md_rows(reports / "tables" / "general.md")[2:]] == ["0.1235", "7"]
 
 
+def test_save_table_thousands_separators_but_not_for_identifiers(reports):
+    import pandas as pd
+
+    from helpers.report import reporting
+
+    df = pd.DataFrame({"parameters": [1348864, 791808], "tokens seen": [12288000.0, 2048000.0],
+                       "pairs": [59875, 5218], "steps": [600, 300], "seed": [20240101, 7], "best step": [12000, 350],
+                       "story_id": [10423, 5], "words": [9999, 12.5]})
+    reporting.save_table(df, "big", "smoke")
+    header, _, first, second = _md_rows(reports / "tables" / "big.md")
+    assert (first[0], second[0]) == ("1,348,864", "791,808")  # an integer column reaching 10,000
+    assert (first[1], second[1]) == ("12,288,000", "2,048,000")  # whole numbers stored as floats
+    assert (first[2], second[2]) == ("59,875", "5,218")  # one rule for the whole column
+    assert (first[3], second[3]) == ("600", "300")  # small numbers as they are
+    assert (first[4], first[5], first[6]) == ("20240101", "12000", "10423")  # seeds, steps, ids: never
+    assert (first[7], second[7]) == ("9999.0", "12.5")  # below 10,000: no separator
+    assert header[6] == "story ID"
+
+
+def test_save_table_durations_one_decimal(reports):
+    import pandas as pd
+
+    from helpers.report import reporting
+
+    df = pd.DataFrame({"wall time (min)": [1.5684, 12.0], "minutes (2 processes, 1 thread(s) each)": [0.2435, 0.5861],
+                       "seconds": [112.7312, 14.26], "load (s)": [3.04, 2.96], "mean s/item": [0.5634, 0.5671],
+                       "epochs": [1.73, 1.7], "threads": [2, 16]})
+    reporting.save_table(df, "times", "smoke", floatfmt=".4g")
+    _, _, first, second = _md_rows(reports / "tables" / "times.md")
+    assert (first[0], second[0]) == ("1.6", "12.0")
+    assert (first[1], second[1]) == ("0.2", "0.6")
+    assert (first[2], second[2]) == ("112.7", "14.3")
+    assert (first[3], second[3]) == ("3.0", "3.0")
+    assert (first[4], first[5], second[6]) == ("0.5634", "1.73", "16")  # not durations: the usual rules
+
+
+def test_save_table_readable_headers_in_markdown_only(reports):
+    import pandas as pd
+
+    from helpers.report import reporting
+    from helpers.report.markdown_table import header_name
+
+    df = pd.DataFrame({"ci_low": [0.0868], "ci_high": [0.1164], "dev_metric": [0.628], "best_epoch": [2],
+                       "n_train": [256], "valid_loss": [6.166], "gap ci_low": [0.2], "r2": [0.9541],
+                       "baby:children_stories": [3], "paper: baby_100m": [81.2], "wall time (min)": [1.5],
+                       "|D_baby|": [1]})
+    out = reporting.save_table(df, "heads", "smoke")
+    header = _md_rows(reports / "tables" / "heads.md")[0]
+    assert header == ["CI low", "CI high", "dev metric", "best epoch", "training examples", "valid loss",
+                      "gap CI low", "R²", "baby:children_stories", "paper: baby_100m", "wall time (min)", "\\|D_baby\\|"]
+    assert header_name("n_dev") == "dev examples" and header_name("age_group") == "age group"
+    # a readable name another column already has: both keep their raw names
+    reporting.save_table(pd.DataFrame({"valid_loss": [1.0], "valid loss": [2.0]}), "clash", "smoke")
+    assert _md_rows(reports / "tables" / "clash.md")[0] == ["valid_loss", "valid loss"]
+    back = pd.read_csv(out)  # the CSV: machine names, full precision
+    assert list(back.columns) == list(df.columns)
+    assert back["ci_low"][0] == 0.0868 and back["wall time (min)"][0] == 1.5
+
+
+def test_save_table_csv_keeps_full_precision_and_raw_names(reports):
+    import pandas as pd
+
+    from helpers.report import reporting
+
+    df = pd.DataFrame({"parameters": [1348864], "wall time (min)": [1.568412345678], "valid_loss": [0.18924712345],
+                       "seed": [20240101], "seconds": [112.73129]})
+    out = reporting.save_table(df, "full", "smoke")
+    text = Path(out).read_text()
+    assert text.splitlines()[0] == "parameters,wall time (min),valid_loss,seed,seconds"
+    assert "1348864," in text and "1.568412345678" in text and "0.18924712345" in text and "112.73129" in text
+    assert "1,348,864" not in text
+    pd.testing.assert_frame_equal(pd.read_csv(out), df)
+
+
 def test_write_manifest_returns_none_and_records_packages(reports):
     from helpers.report import reporting
 
@@ -237,7 +311,8 @@ def test_write_manifest_returns_none_and_records_packages(reports):
 
 
 def test_number_formats_for_people():
-    from helpers.report.reporting import fmt_count, fmt_minutes, fmt_number
+    from helpers.report.markdown_table import fmt_number
+    from helpers.report.reporting import fmt_count, fmt_minutes
 
     assert [fmt_count(x) for x in (999, 12_345, 1_250_000, 1_249_200, 999_999)] == ["999", "12.3k", "1.25M", "1.25M", "1M"]
     assert fmt_minutes(125) == "2.1 min"

@@ -13,9 +13,7 @@ from __future__ import annotations
 import datetime as _dt
 import html as _html
 import math
-import numbers
 import platform
-import re
 import subprocess
 import sys
 from importlib import metadata
@@ -33,8 +31,7 @@ from helpers.core.artifacts import atomic_path, read_json, write_json, write_tex
 from helpers.core.config import repo_root, reports_dir, shown_path
 from helpers.core.hardware import cpu_info
 from helpers.core.html_table import styled_table
-
-LARGE = 1e5  # from here on a float is written with thousands separators and no decimals, never as 1.89e+11
+from helpers.report.markdown_table import fmt_number, markdown_cells
 
 
 class ReportPath(type(Path())):  # type: ignore[misc]
@@ -67,30 +64,6 @@ def fmt_minutes(seconds: float) -> str:
     return f"{seconds / 60:.1f} min"
 
 
-def fmt_number(x: Any, digits: int = 4) -> str:
-    """A float for people, never in scientific notation when large: ``189247000000.0`` -> ``'189,247,000,000'``,
-    ``12345.678`` -> ``'12,345.68'``, ``6.330892`` -> ``'6.3309'``, ``0.00031`` -> ``'0.00031'``; integers with
-    thousands separators; anything else as ``str``."""
-    if isinstance(x, bool) or not isinstance(x, numbers.Real):
-        return str(x)
-    if isinstance(x, numbers.Integral):
-        return f"{int(x):,}"
-    v = float(x)
-    if not math.isfinite(v):
-        return str(v)
-    if abs(v) >= LARGE:
-        return f"{v:,.0f}"
-    if abs(v) >= 1000:
-        return f"{v:,.2f}"
-    if v == 0 or abs(v) >= 1:
-        return f"{v:.{digits}f}"
-    s = f"{v:.{digits}g}"
-    return s if "e" not in s else f"{v:.2e}"  # only tiny values (below 1e-4) keep an exponent
-
-
-_FIXED = re.compile(r"^\.(\d+)f$")
-
-
 def fmt_interval(low: float, high: float, digits: int = 1) -> str:
     """``[50.1, 50.8]``: an interval with ``digits`` decimals (percent, one decimal, by default); ``""`` when missing."""
     if low != low or high != high:
@@ -98,100 +71,44 @@ def fmt_interval(low: float, high: float, digits: int = 1) -> str:
     return f"[{low:.{digits}f}, {high:.{digits}f}]"
 
 
-def _md_text(v: Any) -> str:
-    """A text cell for a Markdown table: newlines as <br> (a row stays on one line), ``|`` escaped as ``\\|``."""
-    return str(v).replace("\n", "<br>").replace("|", "\\|")
-
-
-def _is_number(v: Any) -> bool:
-    return isinstance(v, numbers.Real) and not isinstance(v, bool)
-
-
-def _is_missing(v: Any) -> bool:
-    return v is None or v is pd.NA or v is pd.NaT or (_is_number(v) and math.isnan(float(v)))
-
-
-def _float_column(values: list[float], floatfmt: str) -> list[str]:
-    """Floats of one column as text, by the rule in ``save_table``'s docstring."""
-    finite = [v for v in values if math.isfinite(v)]
-    fixed = _FIXED.match(floatfmt)
-    if finite and all(v == int(v) for v in finite):  # counts stored as floats: 13.0 -> "13"
-        decimals = 0
-    elif fixed and finite:  # as many decimals as the column needs, at most the format's
-        most = int(fixed.group(1))
-        decimals = max(len(f"{v:.{most}f}".rstrip("0").split(".")[1]) for v in finite)
-    else:
-        decimals = None
-    big = bool(finite) and max(abs(v) for v in finite) >= LARGE
-    out = []
-    for v in values:
-        if not math.isfinite(v):
-            out.append(str(v))
-        elif big or decimals == 0:
-            out.append(f"{v:,.0f}" if big else f"{v:.0f}")
-        elif decimals is not None:
-            out.append(f"{v:.{decimals}f}")
-        else:  # a general (g/e) format: never an exponent for ordinary values
-            out.append(_no_exponent(format(v, floatfmt), v))
-    return out
-
-
-def _markdown_cells(df, floatfmt: str):
-    """``df`` as a frame of text cells for tabulate, plus each column's alignment (numbers right, text left).
-
-    Every cell is written here (tabulate is told not to re-parse numbers): text with ``|`` escaped and newlines
-    as ``<br>``; missing values (NaN, None) blank; integers as they are; float columns by ``save_table``'s rule.
-    """
-    shown = pd.DataFrame(index=df.index)
-    align = []
-    for i, c in enumerate(df.columns):
-        col = df.iloc[:, i]
-        values = list(col)
-        present = [v for v in values if not _is_missing(v)]
-        if pd.api.types.is_bool_dtype(col):
-            cells, right = [str(v) for v in values], False
-        elif present and all(_is_number(v) for v in present):
-            right = True
-            if all(isinstance(v, numbers.Integral) for v in present):
-                cells = ["" if _is_missing(v) else str(int(v)) for v in values]
-            else:
-                floats = [v for v in values if not _is_missing(v)]
-                texts = iter(_float_column([float(v) for v in floats], floatfmt))
-                cells = ["" if _is_missing(v) else next(texts) for v in values]
-        else:  # text, or text mixed with numbers: each number alone by the same rule
-            right = False
-            cells = ["" if _is_missing(v) else _float_column([float(v)], floatfmt)[0]
-                     if _is_number(v) and not isinstance(v, numbers.Integral) else _md_text(v) for v in values]
-        shown[i] = cells
-        align.append("right" if right else "left")
-    shown.columns = [_md_text(c) for c in df.columns]
-    shown.index = [_md_text(v) for v in df.index]
-    shown.index.name = None if df.index.name is None else _md_text(df.index.name)
-    return shown, align
-
-
-def _no_exponent(text: str, v: float) -> str:
-    return text if "e" not in text.lower() or abs(v) < 1e-4 else fmt_number(v)
-
-
 def save_table(df, name: str, profile: str, index: bool = False, floatfmt: str = ".4f",
                caption: str | None = None) -> ReportPath:
-    """Write ``df`` as ``tables/<name>.csv`` (full precision, raw text) and a Markdown rendering
-    ``tables/<name>.md``; returns the CSV path (which shows itself relative to the repository).
+    """Write ``df`` as ``tables/<name>.csv`` (full precision, raw text, the column names as they are) and a Markdown
+    rendering ``tables/<name>.md`` for people; returns the CSV path (which shows itself relative to the repository).
 
     The Markdown cells, predictably: a ``|`` in a header or a cell is escaped as ``\\|`` (it would end the cell);
-    missing values are blank; integer columns as they are. A float column whose values are all whole numbers is
+    missing values are blank; integer columns as integers. A float column whose values are all whole numbers is
     written as integers (``13.0`` -> ``13``). With a fixed ``floatfmt`` such as ``.4f`` (the default) or ``.1f``,
     every value of a column gets the same number of decimals: as many as its values need at that precision, at
     most the format's (``[1.73, 1.79]`` -> ``1.73``/``1.79``, ``[0.2353, 0.24]`` -> ``0.2353``/``0.2400``). A
     general format (``.4g``) is applied as it is. A float column holding a value of 100,000 or more is written
-    with thousands separators and no decimals, never in scientific notation."""
+    with thousands separators and no decimals, never in scientific notation.
+
+    Thousands separators: a number column (integers, or floats) with a value of 10,000 or more gets them in every
+    cell (``1348864`` -> ``1,348,864``, ``59875`` -> ``59,875``; its decimals as above); smaller numbers need none
+    (``600``, ``2048``). Not so a column of identifiers or positions, whose name's last word (a parenthesis aside)
+    is one of ``markdown_table.IDENTIFIER_WORDS`` (``seed``, ``step``, ``best step``, ``story_id``, ``epoch``,
+    ``year``, ...): ``20240101`` stays ``20240101``; ``steps`` or ``pairs`` (counts) do get separators.
+
+    Durations: a float column whose name holds ``(min)`` or ``(s)`` as a unit, ``minutes`` or ``seconds``
+    (``wall time (min)``, ``seconds``) is written with one decimal whatever ``floatfmt`` says (``1.5684`` ->
+    ``1.6``, ``2.0`` -> ``2.0``; with separators from 10,000). Integer columns of durations stay integers; a rate
+    such as ``mean s/item`` is no duration.
+
+    Headers (Markdown only): ``markdown_table.HEADER_NAMES`` spells some names out (``ci_low`` -> ``CI low``,
+    ``ci_high`` -> ``CI high``, ``n_train`` -> ``training examples``, ``n_dev``/``n_test`` -> ``dev``/``test
+    examples``, ``r2`` -> ``R²``, ``story_id`` -> ``story ID``); any other name that is one snake_case word
+    (lowercase letters and digits joined by ``_``) gets spaces for its underscores (``valid_loss`` -> ``valid
+    loss``, ``best_epoch`` -> ``best epoch``); ``ci_low``/``ci_high`` inside a longer name are spelled out (``gap
+    ci_low`` -> ``gap CI low``); every other name is shown as it is (``wall time (min)``, ``|D_baby|``,
+    ``baby:children_stories``, ``paper: baby_100m``: names of corpora and mixes keep their underscores). A
+    readable name that would repeat another column's keeps its raw form."""
     d = reports_dir(profile) / "tables"
     csv = d / f"{name}.csv"
     with atomic_path(csv) as tmp:
         df.to_csv(tmp, index=index)
     if _has_tabulate():
-        shown, align = _markdown_cells(df, floatfmt)
+        shown, align = markdown_cells(df, floatfmt)
         md = shown.to_markdown(index=index, disable_numparse=True,
                                colalign=(["left"] if index else []) + align)
     else:
