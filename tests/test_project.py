@@ -223,3 +223,23 @@ def test_cited_docs_exist_with_their_anchors():
                 if anchor not in anchors[name]:
                     missing.append(f"{rel}: docs/{name}#{anchor}")
     assert not missing, "cited documents or anchors that do not exist:\n" + "\n".join(sorted(set(missing)))
+
+
+def test_readme_tree_lists_every_helpers_module():
+    """The README's "where things live" tree names every module of src/helpers (and no other), stage by stage."""
+    readme = (ROOT / "README.md").read_text()
+    listed: dict[str, set[str]] = {}
+    stage = None
+    for line in readme.splitlines():
+        m = re.match(r"^  (\w+)/\s+(.*)$", line)
+        if m:
+            stage = m.group(1)
+            listed[stage] = set(m.group(2).split())
+        elif stage and re.match(r"^ {10,}\w", line):  # a stage's continuation line
+            listed[stage] |= set(line.split())
+        else:
+            stage = None
+    src = ROOT / "src" / "helpers"
+    actual = {d.name: {p.stem for p in d.glob("*.py") if p.stem != "__init__"}
+              for d in src.iterdir() if d.is_dir() and (d / "__init__.py").is_file()}
+    assert listed == actual
