@@ -1,5 +1,6 @@
 """Project hygiene: dependencies agree, notebooks are committed clean and thin, layout is as specified."""
 import ast
+import json
 import re
 import tomllib
 
@@ -44,6 +45,9 @@ def test_notebooks_committed_without_outputs_and_thin():
         nb = nbformat.read(nb_path, as_version=4)
         params_cells = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
         assert len(params_cells) == 1, f"{nb_path.name}: exactly one parameters cell"
+        raw = json.loads(nb_path.read_text())  # nbformat 4.5 cells carry a unique id (nbformat fills missing ones in)
+        ids = [c.get("id") for c in raw["cells"]]
+        assert all(ids) and len(set(ids)) == len(ids), f"{nb_path.name}: every cell needs its own id"
         for c in nb.cells:
             if c.cell_type != "code":
                 continue

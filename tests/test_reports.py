@@ -464,3 +464,20 @@ def test_a_failed_run_keeps_the_times_of_the_notebooks_it_finished(tmp_path, mon
     assert list(json.loads((rep / "timings.json").read_text())) == ["01_data_budgets.ipynb"]
     rows = [json.loads(line) for line in (rep / "timings_history.jsonl").read_text().splitlines()]
     assert [r["notebook"] for r in rows] == ["01_data_budgets.ipynb"] and rows[0]["cpu"] and rows[0]["revision"]
+
+
+def test_run_inputs_keys_files_by_their_place_in_the_run(tmp_path):
+    from helpers.core.artifacts import sha256_file
+    from helpers.report import reporting
+
+    run = tmp_path / "smoke"
+    (run / "data").mkdir(parents=True)
+    (run / "decoders" / "d" / "best").mkdir(parents=True)
+    a, b = run / "data" / "tiny.jsonl", run / "decoders" / "d" / "best" / "model.safetensors"
+    a.write_text("x")
+    b.write_bytes(b"y")
+    got = reporting.run_inputs("cpu", run, [a, b], {"data/bundled.txt": "abc"})
+    assert got == {"runs/cpu/data/tiny.jsonl": sha256_file(a), "runs/cpu/decoders/d/best/model.safetensors": sha256_file(b),
+                   "data/bundled.txt": "abc"}
+    with pytest.raises(ValueError):  # a file outside the run folder has no place in it
+        reporting.run_inputs("cpu", run, [tmp_path / "elsewhere.txt"])

@@ -18,7 +18,7 @@ import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -27,7 +27,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
 
 from helpers import __version__
-from helpers.core.artifacts import atomic_path, read_json, write_json, write_text
+from helpers.core.artifacts import atomic_path, read_json, sha256_file, write_json, write_text
 from helpers.core.config import repo_root, reports_dir, shown_path
 from helpers.core.hardware import cpu_info
 from helpers.core.html_table import styled_table
@@ -353,6 +353,17 @@ def package_indexes(packages: Sequence[str]) -> list[str]:
         if name.lower() in ("torch", "torchvision", "torchaudio") and "+" in version:
             tags.append(version.split("+", 1)[1])
     return [f"--extra-index-url https://download.pytorch.org/whl/{t}" for t in dict.fromkeys(tags)]
+
+
+def run_inputs(profile: str, run: str | Path, files: Iterable[str | Path], *more: Mapping[str, str]) -> dict[str, str]:
+    """The ``inputs`` of a notebook's manifest: ``{"runs/<profile>/<path under run>": SHA-256}`` for each of
+    ``files`` (paths inside the run folder ``run``), then the entries of ``more`` (e.g. the bundled files a
+    notebook read, :func:`helpers.data.corpora.loaded_files`)."""
+    run = Path(run)
+    out = {f"runs/{profile}/{Path(p).relative_to(run).as_posix()}": sha256_file(p) for p in files}
+    for extra in more:
+        out.update(extra)
+    return out
 
 
 def write_manifest(profile: str, notebook: str, params: dict[str, Any], inputs: dict[str, str],
