@@ -31,9 +31,8 @@ HOMES = {
     "story_eval.instruct": ["INSTRUCT_PROMPTS", "INSTRUCT_FIELDS", "DERIVED_FIELDS", "STOPWORDS", "FEATURE_RULES", "FEATURE_NOTES",
                  "detect_features", "candidate_words", "InstructDocument", "split_list", "build_instruct_document",
                  "instruct_documents", "ParsedInstruct", "parse_instruct", "word_used", "required_word_share",
-                 "load_instruct_prompts", "instruct_scores", "instruct_summary", "highlight_words",
-                 "instruct_examples_html", "InstructRun", "field_counts", "heldout_split", "plan_instruct",
-                 "heldout_instruct_prompts", "bundled_instruct_prompts"],
+                 "load_instruct_prompts", "instruct_scores", "instruct_summary", "InstructRun", "field_counts",
+                 "heldout_split", "plan_instruct", "heldout_instruct_prompts", "bundled_instruct_prompts"],
     # the former helpers.diversity: self-BLEU, ROUGE, the n-gram index, memorisation, loops/endings; intervals to stats
     "diversity.self_bleu": ["PAPER_KS", "BERTTIME_CODE_KS", "DEFAULT_WEIGHTS", "LEVELS", "self_bleu", "self_bleu_per_prompt",
                   "self_bleu_curve", "self_bleu_table", "self_bleu_nltk", "choose_k_or_none", "choose_k"],
@@ -73,6 +72,8 @@ HOMES = {
     "core.html_table": ["styled_table"],
     "core.parallel": ["resolve_workers", "plan_jobs", "describe_jobs", "run_jobs"],
     "report.eval_findings": ["evaluation", "story_evaluation"],
+    # HTML is built in the report layer: story_eval grades, the report views render (themed colours, instruct stories)
+    "report.story_views": ["colour_table_html", "highlight_words", "instruct_examples_html"],
 }
 SPLIT = ["judge.rubric", "judge.client", "judge.local", "judge.runs", "story_eval.folding", "story_eval.suites",
          "story_eval.instruct", "diversity.self_bleu", "diversity.rouge", "diversity.ngram_index",

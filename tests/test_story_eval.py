@@ -9,6 +9,7 @@ import pytest
 
 from helpers.story_eval import folding as FO, instruct as INS, suites as SE
 from helpers.judge import runs as JR
+from helpers.report import story_views as SV
 
 
 # ----------------------------------------------------------------------------- folding and patterns
@@ -167,7 +168,7 @@ def test_grade_table_summary_and_colours():
     # two prompts, one success: the bootstrap interval of the mean spans 0..1; model b failed both: [0, 0]
     assert s.set_index("model").loc["a", ["score CI low", "score CI high"]].tolist() == [0.0, 1.0]
     assert s.set_index("model").loc["b", ["score CI low", "score CI high"]].tolist() == [0.0, 0.0]
-    html = SE.colour_table_html(g, caption="ct", extra={("a", "context-tracking-4"): "judge 9/10"})
+    html = SV.colour_table_html(g, caption="ct", extra={("a", "context-tracking-4"): "judge 9/10"})
     assert html.count(SE.GRADE_COLOURS["success"]) == 1 and html.count(SE.GRADE_COLOURS["fail"]) == 3
     assert "judge 9/10" in html and "expected:" in html
 
@@ -310,7 +311,7 @@ def test_instruct_scores_and_chance_baseline():
     assert summ.loc[0, "stories scored"] == 2 and summ.loc[0, "stories"] == 3
     assert summ.loc[0, "not scored (prompt without Words:)"] == 1  # the Features-only prompt
     assert summ.loc[0, "share of required words used"] == pytest.approx(1 / 3)
-    html = INS.instruct_examples_html([{"prompt": rows[0]["prompt"], "m": "Cats like hats."}], ["m"])
+    html = SV.instruct_examples_html([{"prompt": rows[0]["prompt"], "m": "Cats like hats."}], ["m"])
     assert "<b>Cats</b>" in html and "<b>hats</b>" in html and "<b>like</b>" not in html
 
 

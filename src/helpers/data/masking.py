@@ -53,6 +53,7 @@ import torch
 
 from helpers.core.stats import bootstrap_interval
 from helpers.data.corpora import PackedBlocks
+from helpers.data.tokenizers import encode_stories
 
 IGNORE = -100
 
@@ -324,9 +325,10 @@ class MaskedBlocks(PackedBlocks):
 
 def encode_encoder_blocks(tokenizer, texts: Sequence[str], block: int, max_blocks: Optional[int] = None,
                           seed: int = 0, masking: MaskingConfig = MaskingConfig(), **kwargs) -> MaskedBlocks:
-    """Encoder documents (e.g. from :func:`helpers.data.corpora.encoder_segments`) → token ids → blocks → MaskedBlocks."""
+    """Encoder documents (e.g. from :func:`helpers.data.corpora.encoder_segments`) → token ids
+    (:func:`helpers.data.tokenizers.encode_stories`, no end-of-text) → blocks → MaskedBlocks."""
     tok = TokenIds.from_tokenizer(tokenizer)
-    ids = tokenizer(list(texts), add_special_tokens=False)["input_ids"] if texts else []
+    ids = encode_stories(tokenizer, texts, add_eot=False)
     blocks = pack_encoder_blocks(ids, block, tok.cls_id, tok.sep_id, tok.pad_id, **kwargs)
     if max_blocks is not None:
         blocks = blocks[:max_blocks]

@@ -1,16 +1,23 @@
-"""Views of notebook 05b's story evaluation: the judge-validity matrix and chart, the themed suites' grades and the
-instruction-following chart. Each function takes the table its notebook cell built and returns a display table
-or a matplotlib figure (saved by :func:`helpers.report.reporting.save_figure`)."""
+"""Views of notebook 05b's story evaluation: the judge-validity matrix and chart, the themed suites' grades (chart and
+colour-coded HTML table), the instruction-following chart and the HTML table of instruct stories. Each function takes
+the table its notebook cell built and returns a display table, an HTML string (built by
+:func:`helpers.core.html_table.styled_table`) or a matplotlib figure (saved by
+:func:`helpers.report.reporting.save_figure`)."""
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+import html
+import re
+from typing import Any, Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from helpers.core.html_table import styled_table
 from helpers.core.stats import bootstrap_mean_interval
 from helpers.judge.validity import CORRUPTIONS, VALIDITY_CRITERIA
+from helpers.story_eval.folding import ascii_quotes, fold, folded
+from helpers.story_eval.instruct import parse_instruct
 from helpers.story_eval.suites import GRADE_COLOURS, GRADES, SUITES
 
 
@@ -137,3 +144,61 @@ def plot_judge_scores(judge_means, models: Sequence[str], criteria: Sequence[str
     axes[0][0].legend(fontsize=8, loc="upper left")
     fig.suptitle(title)
     return fig
+
+
+def colour_table_html(graded, caption: str | None = None, extra: Mapping[tuple[str, str], str] | None = None,
+                      prompt_chars: int = 160) -> str:
+    """Table 1 of Yang et al. (McGill report) as HTML: one row per prompt (with the expected answer), one column per model, each cell the
+    model's first sentence on a green / yellow / red background (success / partial / fail); ``extra[(model, id)]``
+    is appended to a cell (e.g. a judge grade)."""
+    models = list(dict.fromkeys(graded["model"]))
+    ids = list(dict.fromkeys(graded["id"]))
+    cell = {(r.model, r.id): r for r in graded.itertuples(index=False)}
+    first = {r.id: r for r in graded.itertuples(index=False)}
+    head = ["<th>prompt (expected)</th>"] + [f"<th>{html.escape(m)}</th>" for m in models]
+    body = []
+    for i in ids:
+        f = first[i]
+        p = f.prompt if len(f.prompt) <= prompt_chars else "[...] " + f.prompt[-prompt_chars:]
+        tds = [f'<td class="p">{html.escape(p)}<br><small>expected: {html.escape(str(f.expected))}</small></td>']
+        for m in models:
+            r = cell.get((m, i))
+            if r is None:
+                tds.append("<td></td>")
+                continue
+            more = f"<br><small>{html.escape(extra[(m, i)])}</small>" if extra and (m, i) in extra else ""
+            tds.append(f'<td style="background:{GRADE_COLOURS[r.grade]}" title="{html.escape(r.matched)}">'
+                       f"{html.escape(r.answer) or '<i>(empty)</i>'}{more}</td>")
+        body.append("<tr>" + "".join(tds) + "</tr>")
+    legend = ("green = success (follows the prompt), yellow = partial (flawed but on the right track), "
+              "red = fail (wrong or nonsensical)")
+    cap = f"<caption>{html.escape(caption + ' — ' if caption else '')}{legend}</caption>"
+    return styled_table("sbc", head, body, cap, cell_css="max-width:36ch",
+                        th_css="table.sbc td.p{max-width:48ch;background:#fafafa}", tail_css="table.sbc small{color:#555}")
+
+
+def highlight_words(text: str, words: Sequence[str]) -> str:
+    """HTML of ``text`` with the tokens that fold to a required word in bold."""
+    keys = {tuple(folded(w)) for w in words}
+    single = {k[0] for k in keys if len(k) == 1}
+    out = []
+    for piece in re.split(r"([A-Za-z0-9’']+)", text):
+        if piece and re.fullmatch(r"[A-Za-z0-9’']+", piece) and fold(ascii_quotes(piece).lower()) in single:
+            out.append(f"<b>{html.escape(piece)}</b>")
+        else:
+            out.append(html.escape(piece))
+    return "".join(out)
+
+
+def instruct_examples_html(rows: Sequence[Mapping[str, Any]], models: Sequence[str], caption: str | None = None) -> str:
+    """A table of instruct prompts and each model's story (required words in bold)."""
+    head = ["<th>instructions</th>"] + [f"<th>{html.escape(m)}</th>" for m in models]
+    body = []
+    for r in rows:
+        words = parse_instruct(r["prompt"]).words
+        tds = [f"<td>{html.escape(r['prompt'])}</td>"]
+        for m in models:
+            tds.append(f"<td>{highlight_words(r.get(m, ''), words)}</td>")
+        body.append("<tr>" + "".join(tds) + "</tr>")
+    cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
+    return styled_table("sbi", head, body, cap, cell_css="max-width:60ch;white-space:pre-wrap")

@@ -21,7 +21,6 @@ completion rows and adds a chance baseline (the words of *another* prompt).
 """
 from __future__ import annotations
 
-import html as _html
 import json
 import random
 import re
@@ -32,7 +31,6 @@ from typing import Any, Iterable, Mapping, Sequence
 import pandas as pd
 
 from helpers.core.artifacts import read_json
-from helpers.core.html_table import styled_table
 from helpers.data.budgets import read_corpus
 from helpers.data.corpora import read_text, split_sentences
 from helpers.story_eval.folding import _find, ascii_quotes, fold, folded
@@ -290,33 +288,6 @@ def instruct_summary(scored, by: Sequence[str] = ("model", "prompts")):
     out = out.merge(counts.rename(columns={"no_words": "not scored (prompt without Words:)"}), on=by, how="left")
     front = by + ["stories", "stories scored", "not scored (prompt without Words:)"]
     return out[front + [c for c in out.columns if c not in front]]
-
-
-def highlight_words(text: str, words: Sequence[str]) -> str:
-    """HTML of ``text`` with the tokens that fold to a required word in bold."""
-    keys = {tuple(folded(w)) for w in words}
-    single = {k[0] for k in keys if len(k) == 1}
-    out = []
-    for piece in re.split(r"([A-Za-z0-9’']+)", text):
-        if piece and re.fullmatch(r"[A-Za-z0-9’']+", piece) and fold(ascii_quotes(piece).lower()) in single:
-            out.append(f"<b>{_html.escape(piece)}</b>")
-        else:
-            out.append(_html.escape(piece))
-    return "".join(out)
-
-
-def instruct_examples_html(rows: Sequence[Mapping[str, Any]], models: Sequence[str], caption: str | None = None) -> str:
-    """A table of instruct prompts and each model's story (required words in bold)."""
-    head = ["<th>instructions</th>"] + [f"<th>{_html.escape(m)}</th>" for m in models]
-    body = []
-    for r in rows:
-        words = parse_instruct(r["prompt"]).words
-        tds = [f"<td>{_html.escape(r['prompt'])}</td>"]
-        for m in models:
-            tds.append(f"<td>{highlight_words(r.get(m, ''), words)}</td>")
-        body.append("<tr>" + "".join(tds) + "</tr>")
-    cap = f"<caption>{_html.escape(caption)}</caption>" if caption else ""
-    return styled_table("sbi", head, body, cap, cell_css="max-width:60ch;white-space:pre-wrap")
 
 
 # ----------------------------------------------------------------------------- the instruct decoder

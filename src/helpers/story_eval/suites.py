@@ -25,12 +25,12 @@ files) and returns ``success`` / ``partial`` / ``fail``:
 * any ``success`` pattern -> success; else any ``partial`` pattern -> partial; else fail;
 * a ``wrong`` pattern (contradicts the context) downgrades success -> partial and partial -> fail.
 
-:func:`grade_table` grades completion rows; :func:`colour_table_html` renders them colour-coded like the McGill
-report's Table 1 (green = follows the prompt, yellow = flawed but on the right track, red = wrong or nonsensical).
+:func:`grade_table` grades completion rows; :func:`helpers.report.story_views.colour_table_html` renders them
+colour-coded like the McGill report's Table 1 (green = follows the prompt, yellow = flawed but on the right track,
+red = wrong or nonsensical).
 """
 from __future__ import annotations
 
-import html as _html
 import json
 import re
 from dataclasses import dataclass, field
@@ -41,7 +41,6 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from helpers.core.html_table import styled_table
 from helpers.core.stats import mean_interval
 from helpers.data.corpora import read_text
 from helpers.generation.completions import Prompt
@@ -328,33 +327,3 @@ def grade_summary(graded, confidence: float = 0.95, n_boot: int = 1000, seed: in
     sorder = {s: i for i, s in enumerate(SUITES)}
     return out.sort_values(["model", "suite"], key=lambda c: c.map(order) if c.name == "model" else c.map(sorder)).reset_index(drop=True)
 
-
-def colour_table_html(graded, caption: str | None = None, extra: Mapping[tuple[str, str], str] | None = None,
-                      prompt_chars: int = 160) -> str:
-    """Table 1 of Yang et al. (McGill report) as HTML: one row per prompt (with the expected answer), one column per model, each cell the
-    model's first sentence on a green / yellow / red background (success / partial / fail); ``extra[(model, id)]``
-    is appended to a cell (e.g. a judge grade)."""
-    models = list(dict.fromkeys(graded["model"]))
-    ids = list(dict.fromkeys(graded["id"]))
-    cell = {(r.model, r.id): r for r in graded.itertuples(index=False)}
-    first = {r.id: r for r in graded.itertuples(index=False)}
-    head = ["<th>prompt (expected)</th>"] + [f"<th>{_html.escape(m)}</th>" for m in models]
-    body = []
-    for i in ids:
-        f = first[i]
-        p = f.prompt if len(f.prompt) <= prompt_chars else "[...] " + f.prompt[-prompt_chars:]
-        tds = [f'<td class="p">{_html.escape(p)}<br><small>expected: {_html.escape(str(f.expected))}</small></td>']
-        for m in models:
-            r = cell.get((m, i))
-            if r is None:
-                tds.append("<td></td>")
-                continue
-            more = f"<br><small>{_html.escape(extra[(m, i)])}</small>" if extra and (m, i) in extra else ""
-            tds.append(f'<td style="background:{GRADE_COLOURS[r.grade]}" title="{_html.escape(r.matched)}">'
-                       f"{_html.escape(r.answer) or '<i>(empty)</i>'}{more}</td>")
-        body.append("<tr>" + "".join(tds) + "</tr>")
-    legend = ("green = success (follows the prompt), yellow = partial (flawed but on the right track), "
-              "red = fail (wrong or nonsensical)")
-    cap = f"<caption>{_html.escape(caption + ' — ' if caption else '')}{legend}</caption>"
-    return styled_table("sbc", head, body, cap, cell_css="max-width:36ch",
-                      th_css="table.sbc td.p{max-width:48ch;background:#fafafa}", tail_css="table.sbc small{color:#555}")
