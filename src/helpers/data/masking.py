@@ -1,46 +1,17 @@
-"""Span masking for LTG-BERT pretraining (``docs/methods.md#masking``) and the encoder's training data.
+"""Span masking for LTG-BERT pretraining and the encoder's training data; the procedure (blocks, shortening,
+budget, spans, replacement) and its departures from the reference code are in ``docs/methods.md#masking``.
 
-**Blocks.** :func:`pack_encoder_blocks` concatenates the documents' token ids into one stream (documents from
-:func:`helpers.data.corpora.encoder_segments` already close every paragraph and document with ``[PAR]``; pass
-``doc_sep_id`` to add a separator between documents that lack one), cuts it into pieces of ``T − 2`` tokens
-and wraps each as ``[CLS] piece [SEP]``, so every block is exactly ``T`` tokens and a block may start or end in
-the middle of a sentence or document (stream packing; ``[PAR]`` tells the model where a document ended). The
-remainder shorter than ``T − 2`` is dropped, or padded with ``[PAD]`` when ``keep_remainder=True``.
-
-**Masking** (:func:`mask_batch`, the reference's ``SpanMaskingStrategy`` + ``Dataset.__getitem__``, vectorised
-over the batch):
-
-1. *Shortening*: each sequence is, with probability ``short_p = 0.1``, cut to ``k`` content tokens with ``k``
-   uniform in ``1 … T − 3`` (the reference's ``randint(1, T − 2)``): ``[CLS] c₁…c_k [SEP] [PAD]…``, attention mask
-   0 on the padding. Then masking works on the shortened sequence.
-2. *Budget*: ``n = max(1, Binomial(m, 0.15))`` (capped at ``m``) where ``m`` is the number of non-special tokens
-   of the sequence (the reference's rule). Special tokens (``[UNK] [CLS] [SEP] [PAD] [MASK] [PAR]``, i.e. every
-   id in ``special_ids``) are never masked nor predicted.
-3. *Spans*, drawn in rounds until every sequence has its ``n`` tokens: length ``L = Geometric(1/3) mod 10``
-   (support of the geometric: 1, 2, …; so ``L ∈ {0, …, 9}``), start uniform in ``[1 − L, len − 1]`` (``len`` =
-   the unpadded length; spans may hang over either end and are clipped, so every position is equally likely to be
-   covered). Only not-yet-masked non-special positions of the span are taken. **Length 0** (probability
-   ``p·q⁹ / (1 − q¹⁰) ≈ 0.88 %``) masks nothing and the round is simply lost, exactly as in the reference
-   (its loop draws again); hence the lengths of the spans that mask something follow Geometric(1/3) truncated to
-   ``1 … 9``. **Last span**: the reference keeps drawing while ``masked < n`` and so overshoots by the tail of the
-   last span; we trim that tail (only the first positions that fit the budget are taken), so exactly ``n`` tokens
-   are predicted per sequence and the masked share is 15 % (tested; with the trim disabled, i.e. the
-   reference's stopping rule, the share measured 16.1 % on 128-token blocks).
-4. *Per span* (not per token): with probability 0.8 its positions become ``[MASK]``, 0.1 random tokens, 0.1 kept
-   as they are. A position belongs to the first span that covered it (in the reference a later overlapping span
-   re-decides it; kinds are drawn independently of positions, so either way the token-level shares are 80/10/10
-   in expectation, and ours make every position's treatment traceable to one span, which the tests use).
-   Random tokens are uniform over the **non-special** vocabulary (the reference draws from ``[n_special − 1, V)``,
-   which admits ``[PAR]``: an off-by-one we do not copy).
-5. ``labels`` are the original ids at the chosen positions and -100 elsewhere.
+Entry points: :func:`pack_encoder_blocks` (documents → ``[n, T]`` blocks ``[CLS] piece [SEP]``; ``doc_sep_id`` adds a
+separator to documents that lack one, ``keep_remainder=True`` pads the last piece with ``[PAD]`` instead of dropping
+it), :func:`mask_batch` (:func:`shorten` then :func:`span_mask`, vectorised over the batch; :class:`MaskingConfig`
+holds the hyper-parameters, :class:`TokenIds` the special ids), :class:`MaskedBlocks` and :class:`LongPhaseBlocks`
+(training data), :func:`mlm_loss` and :func:`mlm_metrics`.
 
 Everything is drawn from one numpy ``Generator``: the output is a pure function of (input, generator state).
-:class:`MaskedBlocks` seeds it from ``(seed, step)``, so the masking of global batch ``step`` does not depend on
-what ran before (resumed runs see the same masks) nor on the number of processes (the global batch is masked,
-then sliced).
-
-**With training.train**: :meth:`MaskedBlocks.batch` returns ``{"input_ids", "attention_mask", "labels"}``; the
-shared loop splits every tensor of the batch into micro-batches and hands them to :func:`mlm_loss`.
+:class:`MaskedBlocks` seeds it from ``(seed, step)`` (:func:`step_rng`) and masks the global batch before slicing it.
+With the shared training loop, :meth:`MaskedBlocks.batch` returns ``{"input_ids", "attention_mask", "labels"}``
+(labels ``-100`` where nothing is predicted); the loop splits every tensor into micro-batches and hands them to
+:func:`mlm_loss`.
 """
 from __future__ import annotations
 
@@ -157,7 +128,7 @@ def shorten(ids: np.ndarray, tok: TokenIds, short_p: float, rng: np.random.Gener
 
 def span_mask(ids: np.ndarray | torch.Tensor, attention_mask, tok: TokenIds, cfg: MaskingConfig,
               rng: np.random.Generator | int | None = None, return_spans: bool = False) -> dict:
-    """Span-mask a batch ``ids`` [B, T] (see the module docstring). Returns torch tensors ``input_ids`` and
+    """Span-mask a batch ``ids`` [B, T] (``docs/methods.md#masking``). Returns torch tensors ``input_ids`` and
     ``labels``; with ``return_spans`` also ``kind`` [B, T] (0 = not chosen, 1 = [MASK], 2 = random, 3 = kept) and
     ``spans``: a dict of 1-D tensors over every span drawn for a sequence that still needed tokens: ``row``,
     ``drawn`` (L after mod), ``applied`` (positions it actually took), ``kind``.
@@ -247,8 +218,8 @@ def step_rng(seed: int, step: int, stream: int = 0) -> np.random.Generator:
 def pack_encoder_blocks(token_lists: Iterable[Sequence[int]], block: int, cls_id: int, sep_id: int,
                         pad_id: Optional[int] = None, doc_sep_id: Optional[int] = None,
                         keep_remainder: bool = False) -> torch.Tensor:
-    """Documents' ids → ``[n, block]`` rows ``[CLS] piece [SEP]`` cut from the concatenated stream (see the module
-    docstring). ``doc_sep_id`` is appended to documents that do not already end with it."""
+    """Documents' ids → ``[n, block]`` rows ``[CLS] piece [SEP]`` cut from the concatenated stream
+    (``docs/methods.md#masking``). ``doc_sep_id`` is appended to documents that do not already end with it."""
     if block < 4:
         raise ValueError(f"encoder blocks need at least 4 positions, got {block}")
     parts = []

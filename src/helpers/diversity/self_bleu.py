@@ -1,42 +1,21 @@
-"""Self-BLEU of generated stories (Zhu et al. 2018; BERTtime Stories; ``docs/methods.md#self-bleu``) and the choice
-of the number of completions per prompt from its curve.
+"""Self-BLEU of generated stories (Zhu et al. 2018; BERTtime Stories) and the choice of the number of completions
+per prompt from its curve. The measure (hypothesis and references, BLEU settings, the two levels, nltk's corner
+cases) and the rules for k are described in ``docs/methods.md#self-bleu``.
 
-For each prompt there are N completions (strings).  For a given k (paper: k in {2..10, 15, 20, ..., 50},
-:data:`PAPER_KS`), each of the **first k** completions is the hypothesis and the other k - 1 are its references;
-BLEU is nltk's ``corpus_bleu``: n-grams up to 4 with uniform weights (``weights`` is a parameter), whitespace tokens
-(``str.split``), case-sensitive, **no smoothing**.  Scores are averaged within a prompt, then across prompts
-(:func:`self_bleu_curve`).  Higher = less diverse.
+Entry points: :func:`self_bleu`, :func:`self_bleu_per_prompt`, :func:`self_bleu_curve` (``level="sentence"``, the
+authors' per-hypothesis loop, or ``"corpus"``; ``weights`` default to uniform up to 4-grams; tokens from
+``str.split`` unless a ``tokenizer`` is given), :func:`self_bleu_table` (bootstrap intervals); :func:`choose_k`,
+:func:`choose_k_or_none` and :func:`k_choice_label` (how to word the outcome); the k ranges :data:`PAPER_KS` and
+:data:`BERTTIME_CODE_KS` (the authors' script).
 
-``level`` says what "BLEU of a prompt" is:
-
-* ``"sentence"`` (default) — what the authors' code does (``baby_lm/generator/calculate_self_bleu_nucleus_k.py``):
-  it calls ``corpus_bleu(list_of_references=[refs_i], hypotheses=[hyp_i])`` once **per hypothesis** i (i.e. a
-  sentence-level BLEU without smoothing) and takes ``np.mean`` of the k values.
-* ``"corpus"`` — one ``corpus_bleu`` over the k (hypothesis, references) pairs of the prompt (n-gram counts and lengths
-  pooled over the k hypotheses before the division).  Smoother for short or very diverse completions, because a
-  single hypothesis without any 4-gram match no longer scores 0.
-
-Both equal the corresponding nltk calls to within floating-point rounding (tests check 1e-9), including nltk's
-corner cases: BLEU = 0 when no unigram matches; otherwise a precision with a zero numerator is replaced by
-``sys.float_info.min`` (nltk's ``method0``: the score is ~1e-77 rather than exactly 0, and nltk warns — we do not);
-the brevity penalty uses the closest reference length (ties -> the shorter one) and is 0 for an empty hypothesis.
-
-Note: the authors' k-range is ``[2..10, 15, 20, 25, 30, 40, 50]`` (:data:`BERTTIME_CODE_KS`, no 35/45); the paper's
-``{2..10, 15, 20, ..., 50}`` is :data:`PAPER_KS`.
-
-Our implementation never calls nltk: per prompt, the first ``max(ks)`` completions are tokenised once, every n-gram
-gets an integer id, and a sparse (completion, n-gram) -> count table is built with numpy.  Rows are then added one
-at a time while keeping, per n-gram, the largest and second-largest count seen so far; when k rows are in, the
-clipped count of hypothesis i for n-gram g is ``min(c_i[g], M2[g] if c_i[g] == M1[g] else M1[g])`` (the max over the
-*other* k - 1 completions), so each k costs O(number of n-gram occurrences in the first k completions).
-:func:`self_bleu_nltk` is the literal nltk loop of the authors' code, kept as the reference for tests/benchmarks.
-
-Choosing the number of completions (:func:`choose_k`): the paper "picks N = 5 from the analysis" without stating a
-rule.  We offer explicit rules: ``"knee"`` (default: the smallest k after which the curve stays within ``eps`` of
-its value at k, with at least two later points — else None, "no knee within the k range"), ``"slope"`` (smallest k
-after which every step changes by at most ``eps`` per added completion, same proviso) and ``"threshold"`` (the
-largest k whose self-BLEU is at most ``threshold``).  :func:`choose_k_or_none` also returns None on a flat curve;
-:func:`k_choice_label` words the outcome.
+Our implementation never calls nltk (and so never emits nltk's warnings): per prompt, the first ``max(ks)``
+completions are tokenised once, every n-gram gets an integer id, and a sparse (completion, n-gram) -> count table is
+built with numpy. Rows are then added one at a time while keeping, per n-gram, the largest and second-largest count
+seen so far; when k rows are in, the clipped count of hypothesis i for n-gram g is
+``min(c_i[g], M2[g] if c_i[g] == M1[g] else M1[g])`` (the max over the *other* k - 1 completions), so each k costs
+O(number of n-gram occurrences in the first k completions). Results equal nltk's to 1e-9 (tested), corner cases
+included; :func:`self_bleu_nltk` is the literal nltk loop of the authors' code, kept as the reference for tests and
+benchmarks.
 """
 from __future__ import annotations
 
@@ -293,7 +272,8 @@ def self_bleu_curve(
     tokenizer: Tokenizer | None = None,
     lowercase: bool = False,
 ) -> dict[int, float]:
-    """``{k: mean over prompts of the per-prompt self-BLEU}`` (BERTtime Stories protocol; see module docstring).
+    """``{k: mean over prompts of the per-prompt self-BLEU}`` (BERTtime Stories protocol;
+    ``docs/methods.md#self-bleu``).
 
     Per-prompt values: :func:`self_bleu_per_prompt` (same arguments).
     """

@@ -1,42 +1,14 @@
-"""The (Super)GLUE tasks of the BabyLM 2024 fine-tuning (``docs/methods.md#glue``): the task table, examples read
-from the bundled files, seeded splits and the metrics. Fine-tuning itself is :mod:`helpers.evaluation.finetune`.
+"""The (Super)GLUE tasks of the BabyLM 2024 fine-tuning: the task table, examples read from the bundled files,
+seeded splits and the metrics. The inputs, labels, metrics and split protocols are described in
+``docs/methods.md#glue``; fine-tuning itself is :mod:`helpers.evaluation.finetune`.
 
-Tasks, inputs and labels
-------------------------
-The bundled files are the BabyLM 2024 filtered copies (``data/babylm_eval/glue_filtered/{task}.{split}.jsonl.gz``,
-read with :func:`helpers.data.corpora.read_text`, so every file is checksum-verified). Inputs follow the 2024 pipeline
-(``evaluation-pipeline-2024``, ``finetune_classification.py``: ``get_column_names`` and the two ``dataset.map``
-calls), so a pair task is ``[CLS] a [SEP] b [SEP]`` with the tokenizer's pair template:
-
-========  =====================================  ==================================================  ==========
-task      segment a                              segment b                                           metric
-========  =====================================  ==================================================  ==========
-boolq     question                               passage                                             accuracy
-cola      sentence                               –                                                   MCC
-mnli      premise                                hypothesis                                          accuracy
-mnli-mm   premise                                hypothesis (mnli-trained model)                     accuracy
-mrpc      sentence1                              sentence2                                           F1 (pos.)
-multirc   paragraph                              ``"{question} {answer}"``                           accuracy
-qnli      question                               sentence                                            accuracy
-qqp       question1                              question2                                           F1 (pos.)
-rte       sentence1                              sentence2                                           accuracy
-sst2      sentence                               –                                                   accuracy
-wsc       text                                   ``'Does "{span2_text}" refer to "{span1_text}"?'``  accuracy
-========  =====================================  ==================================================  ==========
-
-Labels are the GLUE/SuperGLUE integers of the files (see :data:`TASKS` for the names): MNLI 0 entailment /
-1 neutral / 2 contradiction; QNLI and RTE 0 entailment / 1 not_entailment; MRPC 1 = equivalent and QQP
-1 = duplicate (the positive class of F1); CoLA 1 = acceptable; SST-2 1 = positive; BoolQ, MultiRC, WSC 1 = True.
-MultiRC is scored per answer option with plain accuracy (the pipeline loads the ``wsc`` metric for it instead of
-the SuperGLUE ``f1a``/``em``). WSC uses the pipeline's question template, not span markers, so the span indices
-are unused (a pronoun that occurs twice is ambiguous in the template; this is the pipeline's choice). Segments are
-whitespace-stripped (MNLI hypotheses and SST-2 sentences carry trailing spaces). Pairs are truncated to
-``max_length`` longest-first (the HF default the pipeline relies on, so MultiRC/BoolQ lose the end of the passage,
-never the question or answer).
-
-:func:`carve_splits` and :func:`subsample` are the seeded, group-aware splitting that
-:func:`helpers.evaluation.finetune_setup.prepare_task` applies per protocol; :func:`score_all` and :func:`metric_interval`
-score a split.
+Entry points: :data:`TASKS` (one :class:`TaskSpec` per task: fields, label names, metric, grouping key),
+:func:`render` (a raw row → its segments ``(a, b)``, ``b`` None for single-segment tasks), :func:`read_rows` and
+:func:`load_examples` (read through :func:`helpers.data.corpora.read_jsonl_rows`, so every file is checksum-verified;
+segments whitespace-stripped), :func:`carve_splits` and :func:`subsample` (the seeded, group-aware splitting that
+:func:`helpers.evaluation.finetune_setup.prepare_task` applies per protocol), :func:`score_all` and
+:func:`metric_interval` (scores of a split and their bootstrap interval), :func:`majority_label` and
+:func:`constant_score` (the majority-class baseline).
 """
 from __future__ import annotations
 
@@ -117,7 +89,8 @@ TASK_NAMES: tuple[str, ...] = tuple(TASKS)
 
 
 def render(task: str, row: dict) -> tuple[str, Optional[str]]:
-    """The input segments (a, b) of one raw row (b is None for single-sentence tasks); see the module table."""
+    """The input segments (a, b) of one raw row (b is None for single-sentence tasks); the templates are
+    tabled in ``docs/methods.md#glue``."""
     if task == "multirc":
         return _strip(row["paragraph"]), f"{_strip(row['question'])} {_strip(row['answer'])}"
     if task == "wsc":

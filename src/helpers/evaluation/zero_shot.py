@@ -1,37 +1,15 @@
-"""Zero-shot minimal-pair evaluation (``docs/methods.md#minimal-pairs``): BLiMP, the BLiMP supplement and EWoK.
+"""Zero-shot minimal-pair evaluation: BLiMP, the BLiMP supplement and EWoK. The scoring rule, the EWoK protocol,
+the averages and the intervals are described in ``docs/methods.md#minimal-pairs``.
 
-The items come from :mod:`helpers.evaluation.minimal_pairs` (its task registry), the scores from :mod:`helpers.evaluation.lm_scoring`;
-this module turns scored pairs into per-item rows, summarises them with intervals, runs and caches it all
-(:func:`evaluate_model`) and sets our numbers beside the paper's.
+The items come from :mod:`helpers.evaluation.minimal_pairs` (its task registry), the scores from
+:mod:`helpers.evaluation.lm_scoring`; this module turns scored pairs into per-item rows (:func:`score_items`, ties
+broken by :func:`tie_coin` and kept in the ``tie`` column), summarises them with intervals (:func:`summarise`:
+paradigm mean as ``accuracy``, phenomenon mean, pooled pair accuracy; :func:`paradigm_mean_interval`,
+:func:`interval_table`), runs and caches it all (:func:`evaluate_model`, :func:`evaluate_saved`; ``ewok_context`` and ``reduction`` in
+:class:`EvalSettings`) and sets our numbers beside the paper's (:func:`compare_with_paper`).
 
-**Scores.** Every item is a pair (good, bad) of continuations, each with an optional context; the item is right
-when ``score(good) > score(bad)``. Exact ties are broken by a seeded coin per item (a hash of seed, task, paradigm
-and pair id, so the outcome does not depend on which other items are scored) and counted (``tie`` column).
-Decoders are scored with the summed log-probability, encoders with the pseudo-log-likelihood, summed or averaged
-over the scored tokens (``reduction``; see :mod:`helpers.evaluation.lm_scoring`).
-
-**EWoK protocol.** The 2024 pipeline's template (``lm_eval/tasks/ewok_filtered/_template_yaml``) is
-``doc_to_text: "{{Context1}}"``, ``doc_to_choice: [Target1, Target2]``, ``doc_to_target: 0``: an item is right when
-``log P(" " + Target1 | Context1) > log P(" " + Target2 | Context1)`` (sum over the target tokens, no length
-normalisation); Context2 is not used. The filtered files hold every item twice, the second time with the contexts
-and the targets swapped, so both directions are tested. We do the same for causal LMs. For masked LMs the context is
-visible and only the target tokens are masked and scored (``ewok_context=True``, the default; the 2025 pipeline
-scores EWoK the same way). **Caveat:** the 2024 ``hf-mlm`` wrapper scored only the continuation and dropped the
-context, and with the swapped twins any context-free score is right on exactly one item of each twin pair: 50 %
-by construction on these files (a test checks it). The LTG-BERT baselines' EWoK of 48.9 / 51.9 in the paper's
-Tables 2–3, printed beside "/63.0" and "/65.6" (in line with the authors' own encoders), look like this effect; that
-is our reading, the paper does not explain the two values. ``ewok_context=False`` gives the context-free variant.
-
-**Averages.** The 2024 task groups aggregate their subtasks with ``weight_by_size: false``: the BLiMP score is the
-unweighted mean over the 67 paradigms (not over pairs, not over phenomena), the supplement the mean over its 5
-tasks, EWoK the mean over its 11 domains. The paper's Table 4 groups paradigms by BLiMP's ``linguistics_term`` into
-the 12 phenomena of the BLiMP paper (``s-selection``, 2 paradigms, belongs to *argument structure* there); its
-"Accuracy" row is the per-paradigm mean (69.2 for the LTG-BERT baseline, whereas the mean of its 12 phenomenon rows
-is 66.7). A phenomenon's accuracy here is the mean of its paradigms' accuracies. :func:`summarise` reports the
-paradigm mean (``accuracy``, the headline), the phenomenon mean and the pooled pair accuracy side by side.
-
-:func:`evaluate_model` runs it all with a progress bar and caches the per-item rows as JSONL per task (skipped when
-the weights, the tokenizer, the settings and the data did not change).
+:func:`evaluate_model` runs with a progress bar and caches the per-item rows as JSONL per task (skipped when the
+weights, the tokenizer, the settings and the data did not change).
 """
 from __future__ import annotations
 
@@ -317,7 +295,7 @@ def evaluate_model(
     log: Callable[[str], None] = print,
     device: str | None = "auto",
 ) -> EvalResult:
-    """Score ``model`` on the minimal-pair ``tasks`` and summarise (see the module docstring for the protocol).
+    """Score ``model`` on the minimal-pair ``tasks`` and summarise (protocol: ``docs/methods.md#minimal-pairs``).
 
     ``device``: the model is moved there first (``"auto"``: the GPU when there is one, see
     :func:`helpers.core.hardware.compute_device`; ``None``: left where it is).
@@ -398,7 +376,7 @@ def paper_ewok_has_context(row: "pd.Series") -> bool:
     """Whether a published EWoK number conditions on the item's context, as ours does (``ewok_context=True``).
     The organisers' baseline numbers (48.9, 51.9, 50.7, 52.1: rows whose model says "baseline") come from the 2024
     pipeline's masked-LM wrapper, which we read as dropping the context (50 % by construction on the swapped-twin
-    files; see the module docstring); the authors' own rows are taken to be context-conditioned
+    files; see ``docs/methods.md#minimal-pairs``); the authors' own rows are taken to be context-conditioned
     unless their ``note`` says "without context"."""
     return "baseline" not in str(row.get("model", "")).lower() and "without context" not in str(row.get("note", "")).lower()
 

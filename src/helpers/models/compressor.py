@@ -1,48 +1,24 @@
-"""The memory-saving "compressor" language model of Rathod et al. 2024 (§7 "Improving Memory Efficiency", Table 5;
-``docs/methods.md#compressor``), in HF form.
+"""The memory-saving "compressor" language model of Rathod et al. 2024 (§7, Table 5) in Hugging Face form: the
+model encodes tokens two at a time, runs a causal trunk over the pairs and decodes the next two tokens from each
+trunk state. Architecture, loss and comparison with GPT-Neo: ``docs/methods.md#compressor``.
 
-The idea of the report: attention costs grow with the square of the sequence, so encode the tokens *two at a time*
-into one vector, run the causal transformer ("trunk") over the half-length sequence of pairs, and let a small
-decoder emit the next two tokens from each trunk state. This module builds that model as a Hugging Face
-``PreTrainedModel`` (``save_pretrained``/``from_pretrained``/``AutoModelForCausalLM`` after ``import
-helpers.models.compressor``), generates two tokens per trunk pass and plugs into :func:`helpers.training.recipes.train_or_skip`.
-The peak memory of its training step against a GPT-Neo of the same width is measured by :mod:`helpers.analysis.memory`.
-Sampling (:func:`sample_token`) is :func:`helpers.generation.decoding.sample_next`'s nucleus rule, called with the same draws.
+Entry points: :class:`CompressorConfig`/:func:`compressor_config`, :func:`build_compressor`,
+:class:`CompressorForCausalLM` (``save_pretrained``/``from_pretrained``, ``AutoModelForCausalLM`` after ``import
+helpers.models.compressor``), :func:`load_compressor`; :func:`compressor_loss` plugs into
+:func:`helpers.training.recipes.train_or_skip`; :func:`predicted_token_loss` and :func:`shifted_token_nll` score any
+causal LM on the compressor's targets; :func:`generate_pairs` generates two tokens per trunk pass, sampling with
+:func:`sample_token` (:func:`helpers.generation.decoding.sample_next`'s nucleus rule, called with the same draws).
+Peak memory against GPT-Neo is measured by :mod:`helpers.analysis.memory`.
 
-**Architecture** (``h`` = hidden, ``T`` = tokens, ``P = T // 2`` pairs, pair ``i`` = tokens ``(2i, 2i+1)``):
-
-* *pair encoder*: ``x_i = Linear_{2h→h}([E t_{2i} ; E t_{2i+1}]) + pos_i`` (``E`` the token embedding, shared with
-  the output head; ``pos`` a learned table over the ``context // 2`` pair positions), then dropout. No
-  non-linearity: the trunk starts with a LayerNorm (pre-LN), and a linear map loses no information of the pair.
-* *causal trunk*: GPT-2-style pre-LN blocks (``x + Attn(LN x)``, ``x + MLP(LN x)``, MLP ``h → intermediate → h``
-  with tanh-GELU) over the ``P`` pair positions, attention by
-  :func:`torch.nn.functional.scaled_dot_product_attention` (``is_causal=True``, the usual ``1/sqrt(d)`` scaling),
-  then a final LayerNorm: ``u_i = LN_f(trunk_i)`` has seen pairs ``0..i`` only.
-* *pair decoder*: from ``u_i`` predict the next pair ``(2i+2, 2i+3)``:
-  ``logits₁ = E u_i`` for token ``2i+2``; ``logits₂ = E LN₂(u_i + MLP_{2h→I→h}([u_i ; E t_{2i+2}]))`` for token
-  ``2i+3`` (teacher forcing: the true token ``2i+2`` in training, the sampled one in generation). The residual
-  ``u_i +`` is our choice (the report gives no formula); it lets the second head start from the first's state.
-
-**Which positions are predicted.** ``forward`` returns logits ``[B, T, V]`` aligned like any HF causal LM:
-``logits[:, t]`` is the distribution of token ``t + 1`` and depends on tokens ``0..t`` only. Odd positions
-``t = 2i + 1`` hold ``logits₁`` of pair ``i``; even positions ``t = 2i + 2`` hold ``logits₂`` of pair ``i``
-(which has seen token ``t`` through teacher forcing, exactly what a causal LM at position ``t`` sees). Position
-0 would predict token 1 from token 0 alone, which the model cannot do (the first pair is context only): its
-logits are exactly 0 (a uniform distribution) and it is never in the loss. So the model predicts tokens
-``2..T-1`` (``T - 2`` tokens per block; GPT-Neo predicts ``1..T-1``); ``logits[:, T-1]`` is a real prediction of
-the token after the input (``logits₁`` of the last pair for even ``T``, ``logits₂`` given the trailing token for
-odd ``T``). :func:`shifted_token_nll` gives per-token losses of any causal LM in this alignment, so the
-notebook can compare GPT-Neo and the compressor on the same tokens (columns ``1:``, i.e. tokens ``2..T-1``).
-
-**Loss** (``labels`` given; usually ``labels = input_ids`` as for HF): the mean cross-entropy over the predicted
-tokens ``2..T-1`` whose label is not ``-100`` (HF's ignore index), both tokens of every pair counted alike.
-
-**Odd length** ``T = 2P + 1``: the trunk runs over the ``P`` full pairs; the trailing token is used only as the
-teacher-forced first token of the next pair, so ``logits[:, T-1]`` is ``logits₂`` of pair ``P-1`` given it. Nothing
-is padded or dropped. At least two tokens are needed (one pair), and three for a loss.
-
-**Padding** is not supported (``attention_mask`` must be all ones or ``None``): the compressor trains on packed
-blocks and generates from equal-length prompts.
+Code conventions (``T`` tokens, pair ``i`` = tokens ``(2i, 2i+1)``): ``forward`` returns logits ``[B, T, V]`` aligned
+like any HF causal LM, ``logits[:, t]`` the distribution of token ``t + 1`` given tokens ``0..t``. Odd positions
+``t = 2i + 1`` hold ``logits₁`` of pair ``i``, even positions ``t = 2i + 2`` its ``logits₂`` (teacher-forced on
+token ``t``); position 0 is exactly 0 (uniform, never in the loss), and ``logits[:, T-1]`` is a real prediction of the
+token after the input. The loss (``labels``, usually ``labels = input_ids``) ignores ``-100`` (HF's ignore index).
+:func:`shifted_token_nll` columns ``1:`` are tokens ``2..T-1``. An odd ``T`` needs no padding (the trailing token only
+feeds ``logits₂`` of the last pair); at least two tokens are needed, three for a loss. ``attention_mask`` must be
+all ones or ``None``: padding is not supported (the compressor trains on packed blocks and generates from
+equal-length prompts).
 """
 from __future__ import annotations
 
@@ -190,7 +166,8 @@ class CompressorPreTrainedModel(PreTrainedModel):
 
 
 class CompressorForCausalLM(CompressorPreTrainedModel):
-    """The compressor LM (see the module docstring for the architecture, the logit alignment and the loss).
+    """The compressor LM (architecture and loss: ``docs/methods.md#compressor``; logit alignment: the module
+    docstring).
 
     ``forward(input_ids, labels=None, attention_mask=None)`` → :class:`CausalLMOutput` with ``logits [B, T, V]``
     (``logits[:, t]`` predicts token ``t + 1``; position 0 is all zeros, not a prediction) and ``loss`` over the

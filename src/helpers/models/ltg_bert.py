@@ -1,4 +1,10 @@
-"""LTG-BERT encoders (Samuel et al. 2023; ``docs/methods.md#encoders``) as Hugging Face models.
+"""LTG-BERT encoders (Samuel et al. 2023) as Hugging Face models. The architecture, as checked against the
+authors' code, and our departures from it are described in ``docs/methods.md#encoders``.
+
+Entry points: :class:`LtgBertConfig` and :func:`ltg_bert_config` (sizes in :data:`PRESETS`), :class:`LtgBertModel`,
+:class:`LtgBertForMaskedLM`, :class:`LtgBertForSequenceClassification`, :func:`load_model`,
+:func:`register_auto_classes`; parameter and FLOP counts (:func:`count_parameters`, :func:`expected_parameters`,
+:func:`training_flops_per_token`).
 
 This file is **self-contained** (it imports only the standard library, ``torch`` and ``transformers``, never
 ``helpers``): :meth:`LtgBertPreTrainedModel.save_pretrained` copies it next to the weights as
@@ -7,60 +13,18 @@ with ``AutoModelForMaskedLM.from_pretrained(folder, trust_remote_code=True)`` (t
 ``AutoModelForSequenceClassification.from_pretrained(folder, trust_remote_code=True, num_labels=k)`` (fine-tuning
 from the pretrained MLM folder). In a process that imports :mod:`helpers.models.ltg_bert`, the classes are also
 registered with ``AutoConfig``/``AutoModel``/``AutoModelForMaskedLM``/``AutoModelForSequenceClassification``
-under ``model_type = "ltgbert"``, so ``trust_remote_code`` is not needed there.
-That is also why it is one module of ~750 lines, over the package's ~500-line norm: split, the copy next to the
-weights would not load on its own.
+under ``model_type = "ltgbert"``, so ``trust_remote_code`` is not needed there. That is also why it is one module
+of more than 700 lines, above the package's ~500-line norm: split, the copy next to the weights would not load on
+its own.
 
-Architecture (checked against the authors' code, ``ltgoslo/ltg-bert``, ``babylm/train/model.py`` and the HF
-wrapper ``modeling_ltgbert.py``):
-
-* **Embedding**: word embedding → LayerNorm (no affine) → dropout. No absolute positions.
-* **Relative positions**: ``bucket(i − j)`` with bucket size 32 and max position 512; the learned table has
-  ``2·32 − 1 = 63`` rows and its own LayerNorm, which is **affine** (the reference builds it with the
-  ``nn.LayerNorm`` default). Bucket formula (the reference's ``make_log_bucket_position``, ``mid = 16``)::
-
-      bucket(r) = r                                                      if |r| <= 16
-                = sign(r) · (16 + ceil(15 · ln(min(|r|, 511) / 16) / ln(511 / 16)))   otherwise
-
-  so distances up to 16 are exact, 17 … 511 share log-spaced buckets 17 … 31, and anything beyond 511 falls in
-  bucket ±31. The row used is ``bucket + 31`` (0 … 62). We evaluate the logarithms in float64 and clamp to
-  ±31 (the clamp never binds for max position 512; it guards other settings against float rounding).
-* **Attention** (disentangled, pre-LN no affine → ... → out_proj → post-LN *affine* → dropout):
-  ``scores = (q·k + q·k_pos[bucket(i−j)] + k·q_pos[bucket(i−j)]) / sqrt(3·head_dim)`` where
-  ``(q, k) = in_proj_qk(LN(x))`` and ``(q_pos, k_pos) = in_proj_qk(dropout(LN_rel(table)))``: the position
-  table goes through the **same** qk projection, **bias included** (the reference's ``in_proj_qk``, ``in_proj_v``
-  and ``out_proj`` all have biases, initialised to zero). Padding masks keys only, so outputs at unpadded
-  positions do not depend on padding (tested).
-* **Feed-forward**: LN (no affine) → Linear(H, 2I, no bias) → GEGLU ``x · gelu_tanh(gate)`` (first half is ``x``,
-  second the gate) → LN(I, no affine) → Linear(I, H, no bias) → dropout. Residual ``x + attn(x)``, then
-  ``x + ffn(x)``; **no final LayerNorm**.
-* **MLM head**: LN (no affine) → Linear(H, H) → GELU (erf) → LN (no affine) → dropout → Linear(H, V) whose
-  weight **is** the word embedding and whose bias starts at zero (trainable, as in the reference).
-* **Classification head** (reference ``Classifier``): the same LN → Linear → GELU → LN → dropout → Linear(H, k)
-  on the final state of ``[CLS]`` (position 0). ``num_labels == 1`` is regression (MSE).
-* **Init**: truncated normal, std ``sqrt(2 / (5H))``, cut at ±2σ, for every weight matrix, the word embedding
-  and the position table; biases zero; the two FFN matrices of layer ``i`` (0-based) scaled by
-  ``sqrt(1 / (2(i + 1)))``. Affine LayerNorms start at (1, 0).
-* **Dropout**: ``hidden_dropout_prob`` after the embedding, in the FFN and in the heads;
-  ``attention_probs_dropout_prob`` on the position table, on attention probabilities and after the attention
-  output (as the reference).
-
-Departures from the reference, all numerically neutral: batch-first tensors ([B, T, H]) instead of sequence-first;
-``hidden_states`` are the standard HF tuple (embedding output, then each layer's output), not the reference
-wrapper's per-layer differences; no ``logits[..., :107] = -inf`` (that hack is specific to NorBERT's vocabulary);
-bucket indices are computed (and cached) per sequence length instead of a saved 512×512 buffer, so sequences
-longer than 512 also work (they share bucket ±31, as in the reference).
-
-Training speed: ``LtgBertForMaskedLM.forward(..., labels=..., masked_only=True)`` runs the MLM head only at the
-labelled positions (as the reference's ``MaskClassifier``), which matters on CPU where the vocabulary projection
-costs more than a small encoder; the returned logits are then ``[n_labelled, V]``.
-
-Inference speed: in eval mode without ``output_attentions`` the attention takes an inference path
-(:meth:`LtgBertAttention._forward_inference`: only the position-table rows a length can reach, head-major products
-without broadcast copies, a softmax that avoids PyTorch's slow CPU kernel below 16 keys) and, with gradients off,
-the GEGLU is computed in place through ``sigmoid`` (:func:`_geglu_inplace`). Same weights, same function: outputs
-equal the training path's (dropout 0) up to float rounding (tested). Encoder forwards of ~2,048 tokens on CPU
-(cpu preset, one thread): 1.45× faster at 15 tokens per sequence, 1.2× at 31 and 128.
+Code notes. Tensors are batch-first (``[B, T, H]``). Bucket indices are computed per sequence length and cached
+(:meth:`LtgBertModel._position_indices`); :func:`log_bucket_position` evaluates the logarithms in float64 and clamps
+to ±31 (the clamp never binds for max position 512; it guards other settings against float rounding). Fast paths,
+each equal to the plain computation up to float rounding (tested): ``masked_only=True`` in
+:meth:`LtgBertForMaskedLM.forward` (the MLM head only at labelled positions); in eval mode without
+``output_attentions``, :meth:`LtgBertAttention._forward_inference` and, with gradients off, :func:`_geglu_inplace`.
+Encoder forwards of ~2,048 tokens on CPU (cpu preset, one thread) run 1.45× faster at 15 tokens per sequence, 1.2×
+at 31 and 128.
 """
 from __future__ import annotations
 
@@ -596,8 +560,9 @@ class LtgBertForMaskedLM(LtgBertPreTrainedModel):
         masked_only: bool = False,
         **kwargs,
     ):
-        """``masked_only=True`` (needs ``labels``): logits only at labelled positions, shape [n, V] in row-major
-        order of the labelled positions; the loss is the same."""
+        """``masked_only=True`` (needs ``labels``): the MLM head runs only at the labelled positions (as the
+        reference's ``MaskClassifier``), which matters on CPU where the vocabulary projection costs more than a small
+        encoder; logits have shape [n, V] in row-major order of the labelled positions; the loss is the same."""
         return_dict = return_dict if return_dict is not None else getattr(self.config, "return_dict", True)
         enc = self.ltg_bert(input_ids, attention_mask, inputs_embeds=inputs_embeds,
                             output_hidden_states=output_hidden_states, output_attentions=output_attentions,

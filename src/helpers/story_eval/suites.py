@@ -1,33 +1,18 @@
-"""TinyStories story evaluation: GPT-Eval prompts and the themed prompt suites with their answer keys.
+"""TinyStories story evaluation: GPT-Eval prompts and the themed prompt suites with their answer keys. Protocols:
+``docs/methods.md#gpt-eval`` and ``#themed-suites`` (prompts, first-sentence answers, the answer-key grammar and
+grading rules); instruction following is :mod:`helpers.story_eval.instruct`.
 
-Protocols: ``docs/methods.md#gpt-eval`` and ``#themed-suites``; instruction following is :mod:`helpers.story_eval.instruct`.
+GPT-Eval prompts: :func:`load_eval_prompts` reads the 44 TinyStories evaluation prompts; :func:`story_prompts` turns
+them into :class:`~helpers.generation.completions.Prompt` objects (``story_id`` = prompt index, no ending) for
+:func:`helpers.generation.completions.cached_completions`; :func:`fit_prompts` splits off (to be named) the prompts
+that leave a model less than ``min_new_tokens`` of context. Grading is :mod:`helpers.judge.rubric` (run from a
+notebook by :mod:`helpers.judge.runs`).
 
-GPT-Eval prompts
-----------------
-:func:`load_eval_prompts` reads the 44 TinyStories evaluation prompts; :func:`story_prompts` turns them into
-:class:`~helpers.generation.completions.Prompt` objects (``story_id`` = prompt index, no ending) for
-:func:`helpers.generation.completions.cached_completions`; :func:`fit_prompts` drops (and names) prompts that leave a model less
-than ``min_new_tokens`` of context.  Grading is :mod:`helpers.judge.rubric` (run from a notebook by
-:mod:`helpers.judge.runs`).
-
-Themed suites (Yang et al., McGill report, Table 1; Rathod et al. 2024, Tables 2-4)
-----------------------------------------------------------------------------------
-Factual, reasoning and context-tracking prompts (``data/prompts/<suite>_prompts.json``) are completed greedily; the
-answer is the **first sentence** of the completion (:func:`first_sentence`).  :func:`grade_answer` applies the
-hand-written key of ``data/prompts/answer_keys.yaml`` (:func:`load_answer_keys` validates it against the prompt
-files) and returns ``success`` / ``partial`` / ``fail``:
-
-* a pattern is a word or words in sequence (``ice cream``), ``a ... b`` (a, then b later), or a list of patterns
-  that must all occur in any order (``[alice, jack]``); matching is case-insensitive on whole words after
-  *folding* (:func:`helpers.story_eval.folding.fold`): typographic quotes made ASCII, possessive ``'s`` dropped (not in
-  ``she's``/``it's``...), plural ``-s/-es/-ies``, ``-ed``, ``-ing``, ``-er/-est`` after a doubled consonant or
-  ``y -> i``, a final silent ``-e`` and a list of irregular verb forms;
-* any ``success`` pattern -> success; else any ``partial`` pattern -> partial; else fail;
-* a ``wrong`` pattern (contradicts the context) downgrades success -> partial and partial -> fail.
-
+Themed suites: :func:`first_sentence` extracts the answer, :func:`load_answer_keys` reads
+``data/prompts/answer_keys.yaml`` and validates it against the prompt files (``data/prompts/<suite>_prompts.json``),
+:func:`grade_answer` returns ``success`` / ``partial`` / ``fail`` (folding: :func:`helpers.story_eval.folding.fold`),
 :func:`grade_table` grades completion rows; :func:`helpers.report.story_views.colour_table_html` renders them
-colour-coded like the McGill report's Table 1 (green = follows the prompt, yellow = flawed but on the right track,
-red = wrong or nonsensical).
+colour-coded.
 """
 from __future__ import annotations
 
