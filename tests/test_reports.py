@@ -481,3 +481,25 @@ def test_run_inputs_keys_files_by_their_place_in_the_run(tmp_path):
                    "data/bundled.txt": "abc"}
     with pytest.raises(ValueError):  # a file outside the run folder has no place in it
         reporting.run_inputs("cpu", run, [tmp_path / "elsewhere.txt"])
+
+
+def test_compare_runs_ignores_machine_columns_and_finds_changed_numbers(tmp_path, capsys):
+    import pandas as pd
+
+    from helpers.report import compare_runs
+
+    old, new = tmp_path / "old", tmp_path / "new"
+    old.mkdir(), new.mkdir()
+    pd.DataFrame({"model": ["a", "b"], "loss": [2.5, 3.0], "wall time (min)": [1.0, 2.0]}).to_csv(old / "t.csv", index=False)
+    pd.DataFrame({"model": ["a", "b"], "loss": [2.5, 3.0], "wall time (min)": [1.5, 2.5]}).to_csv(new / "t.csv", index=False)
+    pd.DataFrame({"x": [1.0]}).to_csv(old / "u.csv", index=False)
+    pd.DataFrame({"x": [1.0 + 1e-9]}).to_csv(new / "u.csv", index=False)
+    pd.DataFrame({"y": [1]}).to_csv(new / "v.csv", index=False)
+    res = compare_runs.compare_tables(compare_runs.read_tables(old), compare_runs.read_tables(new))
+    assert res["same"] == ["t.csv"] and list(res["differ"]) == ["u.csv"] and res["new"] == ["v.csv"]
+    assert compare_runs.compare_tables(compare_runs.read_tables(old), compare_runs.read_tables(new), rtol=1e-6)["same"] == ["t.csv", "u.csv"]
+    assert compare_runs.main([str(old), str(new)]) == 1 and "differs: u.csv (values in: x)" in capsys.readouterr().out
+    (new / "u.csv").unlink()
+    (new / "t.csv").write_text("model,loss\na,2.5\n")
+    res = compare_runs.compare_tables(compare_runs.read_tables(old), compare_runs.read_tables(new))
+    assert res["gone"] == ["u.csv"] and res["differ"]["t.csv"].startswith("rows: 2 -> 1")
