@@ -69,6 +69,11 @@ HOMES = {
     "models.decoder": ["context_length"],
     "core.hardware": ["compute_device", "native_bf16", "resolve_precision", "autocast_context", "cpu_info"],
     "core.html_table": ["styled_table"],
+    # figures live in the report layer: the familiarity table stays in evaluation, its figure is a view
+    "report.evaluation_views": ["plot_word_familiarity"],
+    # the print rule of every saved figure and the layout helpers that keep it
+    "report.figure_layout": ["PRINT_WIDTH", "MIN_PRINTED_PT", "FIGURE_WIDTH", "print_problem", "smallest_printed_text",
+                             "panels", "wrap", "legend_columns"],
 }
 SPLIT = ["judge.rubric", "judge.client", "judge.local", "judge.runs", "story_eval.folding", "story_eval.suites",
          "story_eval.instruct", "diversity.self_bleu", "diversity.rouge", "diversity.ngram_index",
