@@ -232,8 +232,8 @@ HOMES = {
         mlp_activations top_activations story_bounds context_bounds ModelAnalysis analysis_fingerprint analyse_model""",
     "analysis.interpret_tables": """head_table target_class_table class_base_rates group_target_classes paper_observation
         neuron_class_shares chance_specialists token_base_rates specialist_table neuron_examples showcase_neurons""",
-    "report.interpret_views": """neuron_html html_page tick_fontsize plot_attention_grid plot_correlation_grid CLASS_COLOURS
-        plot_class_shares plot_specialists""",
+    "report.interpret_views": """neuron_html html_page token_ticks plot_attention_grid plot_correlation_grid CLASS_COLOURS
+        plot_class_shares plot_specialists plot_target_classes""",
 }
 #: same name, unrelated function elsewhere (none since memorisation's names of a corpus became corpus_names)
 UNRELATED: set[tuple[str, str]] = set()

@@ -74,6 +74,11 @@ HOMES = {
     "report.eval_findings": ["evaluation", "story_evaluation"],
     # HTML is built in the report layer: story_eval grades, the report views render (themed colours, instruct stories)
     "report.story_views": ["colour_table_html", "highlight_words", "instruct_examples_html"],
+    # figures live in the report layer: the familiarity table stays in evaluation, its figure is a view
+    "report.evaluation_views": ["plot_word_familiarity"],
+    # the print rule of every saved figure and the layout helpers that keep it
+    "report.figure_layout": ["PRINT_WIDTH", "MIN_PRINTED_PT", "FIGURE_WIDTH", "print_problem", "smallest_printed_text",
+                             "panels", "wrap", "legend_columns"],
 }
 SPLIT = ["judge.rubric", "judge.client", "judge.local", "judge.runs", "story_eval.folding", "story_eval.suites",
          "story_eval.instruct", "diversity.self_bleu", "diversity.rouge", "diversity.ngram_index",

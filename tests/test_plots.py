@@ -11,6 +11,11 @@ import pytest
 from helpers.report import reporting
 
 
+def _flat(text: str) -> str:
+    """``text`` on one line: the figures wrap long titles to their panel's width."""
+    return " ".join(text.split())
+
+
 def _comparison():
     rows = []
     for mix, paper_mix in [("a-1M", "a-10M"), ("b-1M", "b-10M")]:
@@ -154,7 +159,7 @@ def test_generation_views_draw_bands_panels_and_every_model():
                         for m in ("a", "b") for p in ("train", "held-out") for _ in range(20)])
     per["longest_shared_run"] = [int(x) for x in rng.integers(3, 12, len(per))]
     fig = GV.plot_memorisation_histograms(per, 20)
-    assert [a.get_title() for a in fig.axes[:4]] == [t for _, t, _ in GV.MEMORISATION_PANELS]
+    assert [_flat(a.get_title()) for a in fig.axes[:4]] == [t for _, t, _ in GV.MEMORISATION_PANELS]  # wrapped
     assert fig.axes[2].lines[-1].get_xdata()[0] == 20  # the copy threshold, labelled
     assert [t.get_text() for t in fig.axes[2].get_legend().get_texts()] == ["copy threshold (20 words)"]
     edges = sorted({round(p.get_x(), 6) for p in fig.axes[2].patches} | {round(p.get_x() + p.get_width(), 6)
@@ -205,10 +210,12 @@ def test_interpret_views_readable_labels_data_range_and_distinct_class_colours()
     from helpers.analysis import lexicon
     from helpers.report import interpret_views as V
 
-    assert V.tick_fontsize(40, 6.4) >= 8 and V.tick_fontsize(1000, 1) == 4.0  # readable, within bounds
+    assert V.token_ticks(40, 6.4) == (1, pytest.approx(9.216)) and V.token_ticks(12, 6.4) == (1, 10.0)  # every token
+    assert V.token_ticks(40, 1.3) == (4, 7.0)  # a narrow panel: every 4th token at 7 pt, not 40 labels at 2 pt
     att = np.tril(np.ones((2, 2, 40, 40)))
     fig = V.plot_attention_grid(att / att.sum(-1, keepdims=True), [f"t{i}" for i in range(40)], ["global", "local"], n=40)
-    assert min(t.get_fontsize() for t in fig.axes[0].get_yticklabels()) >= 8
+    ticks = fig.axes[0].get_yticklabels()
+    assert min(t.get_fontsize() for t in ticks) >= 7 and [t.get_text() for t in ticks][:2] == ["t0", f"t{40 // len(ticks)}"]
     plt.close(fig)
 
     heads = pd.DataFrame([{"model": m, "layer": li, "head": h, "layer type": "global",
@@ -243,3 +250,205 @@ def test_millions_axis_has_no_offset():
     assert "0" in labels and "1M" in labels and any(lab.endswith("M") and "." in lab for lab in labels)
     assert ax.xaxis.get_offset_text().get_text() == ""  # no "1e6" at the axis' end
     plt.close(fig)
+
+
+# ----------------------------------------------------------------------------- the print rule
+# Every saved figure is read in a paper at most 7 in wide: scaled to that width, no text under 6.5 pt
+# (helpers.report.figure_layout). Each plotting helper is drawn here on inputs the size of the cpu run's (ten models,
+# names such as "baby-500k+tiny-500k+gen-nucleus-1 (balanced)", four benchmarks, 4 x 4 heads over 40 tokens), in
+# the notebooks' style.
+
+LONG_ENCODERS = ["baby-1M", "tiny-1M", "baby-500k+tiny-500k", "baby-500k+tiny-500k (seed 7)",
+                 "baby-500k+tiny-500k+gen-nucleus-1", "baby-500k+tiny-500k+gen-nucleus-1 (balanced)"]
+DECODERS = ["tiny-125k", "tiny-250k", "tiny-500k", "tiny-1M"]
+
+
+@pytest.fixture
+def notebook_style():
+    """The notebooks' style (seaborn's whitegrid theme: 11-12 pt text), undone after the test."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    with plt.rc_context():
+        sns.set_theme(style="whitegrid")
+        yield
+
+
+def test_print_rule_scales_text_by_the_saved_width():
+    import io
+    import re
+
+    import matplotlib.pyplot as plt
+    from matplotlib import font_manager
+
+    from helpers.report import figure_layout as FL
+
+    fig, ax = plt.subplots(figsize=(17, 4))  # 05_ours_vs_paper's width before the rule
+    ax.plot([0, 1], [0, 1])
+    pt, text, width = FL.smallest_printed_text(fig)
+    pdf = io.BytesIO()
+    fig.savefig(pdf, format="pdf", bbox_inches="tight")  # as save_figure saves it
+    box = re.search(rb"/MediaBox \[ *0 0 ([\d.]+) ([\d.]+)", pdf.getvalue())
+    assert width == pytest.approx(float(box.group(1)) / 72, abs=0.05) and width > 12  # the saved width, in inches
+    assert pt == pytest.approx(font_manager.FontProperties(size=plt.rcParams["xtick.labelsize"]).get_size_in_points()
+                               * 7 / width)
+    assert "under 6.5 pt" in FL.print_problem(fig)
+    fig.set_figwidth(FL.FIGURE_WIDTH)
+    assert FL.print_problem(fig) is None and FL.smallest_printed_text(fig)[2] <= 7.0
+    ax.legend(["a line with a long legend entry"], loc="upper left", bbox_to_anchor=(1.01, 1))  # outside the axes
+    assert FL.smallest_printed_text(fig)[2] > 7.5  # the tight bounding box holds the legend: a wider saved figure
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.text(0.5, 0.5, "tiny note", fontsize=5)
+    assert FL.smallest_printed_text(fig)[:2] == (5.0, "tiny note") and "'tiny note'" in FL.print_problem(fig)
+    plt.close(fig)
+
+
+def test_wrap_and_panels_keep_figures_within_the_print_width():
+    import matplotlib.pyplot as plt
+
+    from helpers.report import figure_layout as FL
+
+    lines = FL.wrap("encoder: baby-500k+tiny-500k+gen-nucleus-1 (balanced)", 2.0, 11).split("\n")
+    assert lines[0] == "encoder: baby-500k+" and all(FL.text_inches(x, 11) <= 2.0 for x in lines)
+    assert FL.wrap("BLiMP", 0.1) == "BLiMP"  # a word wider than the line stays whole
+    fig, axes, inches = FL.panels(5, 2.0, 2.5, extra_width=0.5)
+    assert len(axes) == 5 and len(fig.axes) == 5 and fig.get_figwidth() == FL.FIGURE_WIDTH  # 3 + 2, the 6th removed
+    assert fig.get_figheight() == 5.0 and inches == pytest.approx((FL.FIGURE_WIDTH - 0.5) / 3 - 0.4)
+    plt.close(fig)
+    assert FL.legend_columns(["a", "b", "c"]) == 3 and FL.legend_columns(["x" * 80, "b"]) == 1
+
+
+def _loss_results(names):
+    from helpers.training.loop import TrainResult
+
+    def run(k):
+        losses = [6 - k * np.log1p(i) / 5 for i in range(20)]
+        hist = [{"step": 100 * (i + 1), "split": sp, "loss": v} for i, v in enumerate(losses) for sp in ("train", "valid")]
+        return TrainResult("x", 2000, 0, min(losses), 2000, losses[-1], 1.0, history=hist)
+
+    return {n: run(i + 1) for i, n in enumerate(names)}
+
+
+def _figures():
+    """(report figure name, a function drawing it at the cpu run's size)."""
+    from helpers.analysis import lexicon
+    from helpers.judge.validity import CORRUPTIONS, VALIDITY_CRITERIA
+    from helpers.report import evaluation_views as EV, generation_views as GV, interpret_views as IV, story_views as SV
+    from helpers.story_eval.suites import SUITES
+
+    rng = np.random.default_rng(0)
+    models = [("decoder", m) for m in DECODERS] + [("encoder", m) for m in LONG_ENCODERS]
+    intervals = pd.DataFrame([{"kind": k, "model": m, "task": task, "pairs": 4000, "accuracy": 55.0, "ci_low": 52.0,
+                               "ci_high": 58.0} for task in ("BLiMP", "Supp.", "EWoK") for k, m in models])
+    mixes = LONG_ENCODERS[:3] + LONG_ENCODERS[4:5]
+    comparison = pd.DataFrame([{"mix": m, "paper mix": m.replace("500k", "5M").replace("1M", "10M"), "benchmark": b,
+                                "ours (cpu)": 55.0, "paper": 62.0} for m in mixes
+                               for b in ("BLiMP", "Supp.", "EWoK", "GLUE")])
+    enc_ci = pd.concat([intervals[intervals.kind == "encoder"],
+                        pd.DataFrame([{"model": m, "task": "GLUE", "ci_low": 50.0, "ci_high": 60.0} for m in mixes])])
+    familiarity = pd.DataFrame([{"kind": "decoder", "model": m, "words seen at least": n, "accuracy (%)": 55.0,
+                                 "ci_low": 50.0, "ci_high": 60.0} for m in DECODERS for n in (0, 1, 5, 20)])
+    validity = pd.DataFrame([{"criterion": c, "corruption": k, "real wins": 0.7, "low": 0.6, "high": 0.8}
+                             for c in VALIDITY_CRITERIA for k in [*CORRUPTIONS, "all"]])
+    graded = pd.DataFrame([{"suite": s, "model": m, "grade": g} for s in SUITES for m in DECODERS
+                           for g in ("success", "partial", "fail")])
+    words = pd.DataFrame([{"prompts": p, "model": m, "share of required words used": 0.2, "required low": 0.1,
+                           "required high": 0.3, "chance (words of another prompt)": 0.1, "chance low": 0.05,
+                           "chance high": 0.15} for p in ("bundled 50", "held-out derived")
+                          for m in ("tiny-1M (plain)", "tiny-1M-instruct")])
+    criteria = ["grammar", "creativity", "consistency", "plot"]
+    judge = pd.DataFrame([{"model": m, "decoding": d, **{c + x: v for c in criteria
+                                                          for x, v in [("", 4.0), (" low", 3.5), (" high", 4.5)]}}
+                          for d in ("greedy", "nucleus") for m in DECODERS])
+    selfbleu = pd.DataFrame([{"model": m, "k": k, "self-BLEU": 0.01 * k, "ci_low": 0.005 * k, "ci_high": 0.02 * k}
+                             for m in DECODERS for k in (2, 3, 5, 10, 20, 30)])
+    per = pd.DataFrame([{"model": m, "prompts": "train", **{c: float(rng.random()) for c, _, _ in GV.MEMORISATION_PANELS}}
+                        for m in DECODERS for _ in range(30)])
+    per["longest_shared_run"] = [int(x) for x in rng.integers(3, 25, len(per))]
+    pooled = pd.DataFrame([{"model": m, "completions": 300, "ended (%)": 80.0, "ended CI low": 75.0, "ended CI high": 85.0,
+                            "loops (%)": 40.0, "loops CI low": 35.0, "loops CI high": 45.0}
+                           for m in [*DECODERS, "original endings"]])
+    att = np.tril(rng.random((4, 4, 40, 40)))
+    tokens = ["<|endoftext|>" if i == 0 else f"word{i}" for i in range(40)]
+    heads = pd.DataFrame([{"model": m, "layer": li, "head": h, "layer type": ("global", "local")[li % 2],
+                           "r (lower triangle)": float(rng.uniform(-0.4, 0.4))}
+                          for m in ("tiny-125k", "tiny-1M") for li in range(4) for h in range(4)])
+    grouped = pd.DataFrame([{"model": m, "grouping": gr, "group": g, **{c: 1 / 8 for c in lexicon.ATTENTION_CLASSES}}
+                            for m in ("tiny-125k", "tiny-1M") for gr, g in [("reference", "all tokens (base rate)"),
+                                                                            ("span", "long-range"), ("span", "short-range")]])
+    shares = pd.DataFrame([{"model": m, "top tokens": mode, "layer": layer, **{c: 1 / 13 for c in lexicon.CLASSES}}
+                           for mode in ("all", "distinct") for m in ("tiny-125k", "tiny-1M")
+                           for layer in ("0", "1", "2", "3", "base rate")])
+    specialist_classes = lexicon.SPECIALIST_CLASSES + ["other class"]
+    total = pd.DataFrame([{"model": m, "top tokens": mode, **{c: 100 for c in specialist_classes}, "specialists": 600,
+                           "neurons": 2048, "expected by chance": 1.2} for mode in ("all", "distinct")
+                          for m in ("tiny-125k", "tiny-1M")])
+    title = "Encoders: ours (10x fewer words) vs the authors' rows of BERTtime Stories Table 2"
+    return [
+        ("02_figure1_loss_curves", lambda: reporting.plot_loss_curves(
+            _loss_results(DECODERS), dict(zip(DECODERS, [f"C{i}" for i in range(4)])),
+            ("training loss", "validation (held-out stories) loss"), "cross-entropy (nats/token)", legend_title="budget")),
+        ("04_mlm_loss_curves", lambda: reporting.plot_loss_curves(
+            _loss_results(LONG_ENCODERS), dict(zip(LONG_ENCODERS, [f"C{i}" for i in range(6)])),
+            ("training MLM loss", "validation MLM loss (held-out stories + BabyLM documents)"),
+            "cross-entropy per masked token")),
+        ("03_self_bleu_vs_k", lambda: GV.plot_self_bleu(selfbleu, {m: None for m in DECODERS}, 0.95, 20, "knee")),
+        ("03_memorisation_histograms", lambda: GV.plot_memorisation_histograms(per, 20)),
+        ("03_continuation_health", lambda: GV.plot_continuation_health(pooled, 256, context=256)),
+        ("05_zero_shot_intervals", lambda: reporting.plot_intervals(
+            intervals, order=models, title="Zero-shot accuracy per model (blue: decoders, orange: encoders)")),
+        ("05_blimp_word_familiarity", lambda: EV.plot_word_familiarity(
+            familiarity, title="Decoders: BLiMP accuracy by how familiar the pair's words are")),
+        ("05_ours_vs_paper", lambda: reporting.plot_ours_vs_paper(
+            comparison, enc_ci, title=title, panel_chance={"GLUE": 43.6},
+            panel_titles={"GLUE": "GLUE (our fine-tuning scaled: 256 training examples, 2 epochs)"})),
+        ("05b_judge_validity", lambda: SV.plot_validity(
+            validity, "Judge validity: HuggingFaceTB/SmolLM2-1.7B-Instruct, 24 held-out stories (95 % intervals)")),
+        ("05b_gpteval_judge_scores", lambda: SV.plot_judge_scores(
+            judge, DECODERS, criteria, "GPT-Eval by HuggingFaceTB/SmolLM2-1.7B-Instruct: 10 prompts per decoder")),
+        ("05b_themed_grades", lambda: SV.plot_themed_grades(graded, DECODERS, {s: 9 for s in SUITES})),
+        ("05b_instruct_words", lambda: SV.plot_instruct_words(words, ["bundled 50", "held-out derived"])),
+        ("06_attention_maps", lambda: IV.plot_attention_grid(
+            att / att.sum(-1, keepdims=True), tokens, ["global", "local"] * 2, n=40,
+            title="tiny-1M: attention of every layer × head, held-out story 0 (first 40 tokens)")),
+        ("06_attention_distance_correlation", lambda: IV.plot_correlation_grid(heads, 0.3)),
+        ("06_attention_target_classes", lambda: IV.plot_target_classes(grouped, ["tiny-125k", "tiny-1M"])),
+        ("06_neuron_pos_by_layer", lambda: IV.plot_class_shares(shares, lexicon.CLASSES, 20)),
+        ("06_neuron_specialists", lambda: IV.plot_specialists(
+            total, specialist_classes, 20, "Specialist neurons (≥ 50% of top-20 tokens in one class), tiny-125k vs tiny-1M",
+            chance_label="expected by chance, all classes (in the 'all' list a floor)")),
+    ]
+
+
+@pytest.mark.parametrize("name", [name for name, _ in _figures()])
+def test_every_figure_is_readable_printed_7_inches_wide(name, notebook_style):
+    import matplotlib.pyplot as plt
+
+    from helpers.report import figure_layout as FL
+
+    fig = dict(_figures())[name]()
+    assert FL.print_problem(fig) is None, f"{name}: {FL.print_problem(fig)}"
+    assert FL.smallest_printed_text(fig)[2] <= FL.PRINT_WIDTH + 0.05  # made to print at its own size
+    for ax in fig.axes:  # no panel squeezed to nothing by its labels
+        box = ax.get_position()
+        if ax.get_label() != "<colorbar>":
+            assert box.width * fig.get_figwidth() > 0.8 and box.height * fig.get_figheight() > 0.5, name
+    plt.close(fig)
+
+
+def test_only_the_report_layer_draws():
+    """Plotting helpers live in ``helpers.report`` (the other stages compute tables), so one print rule covers them."""
+    import ast
+    from pathlib import Path
+
+    root = Path(reporting.__file__).resolve().parents[1]
+    drawing = []
+    for path in root.rglob("*.py"):
+        if path.relative_to(root).parts[0] == "report":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            drawing += [f"{path.relative_to(root)}: {n}" for n in names if n.split(".")[0] in ("matplotlib", "seaborn")]
+    assert not drawing, drawing

@@ -12,8 +12,8 @@ import pytest
 from helpers.report import findings
 from helpers.evaluation.minimal_pairs import Item
 from helpers.core.stats import wilson_interval
-from helpers.evaluation.word_familiarity import (familiarity_table, matched_gap, plot_word_familiarity, rarest_word_count,
-                                     word_counts, words)
+from helpers.evaluation.word_familiarity import familiarity_table, matched_gap, rarest_word_count, word_counts, words
+from helpers.report.evaluation_views import plot_word_familiarity
 
 
 def _item(pid: str, good: str, bad: str, paradigm: str = "p1") -> Item:

@@ -11,7 +11,8 @@ This is a diagnostic, not a second benchmark. The familiar pairs are spread over
 row also compares them with the *other* pairs of the same paradigms, every paradigm weighted by its number of
 familiar pairs (:func:`matched_gap`): a gap there is not explained by the mix of phenomena (within a paradigm the
 familiar pairs may still differ in other ways, e.g. shorter sentences). Accuracies are over pairs, not BLiMP's
-headline number (the mean over paradigms).
+headline number (the mean over paradigms). The table's figure is
+:func:`helpers.report.evaluation_views.plot_word_familiarity`.
 """
 from __future__ import annotations
 
@@ -19,7 +20,6 @@ import re
 from collections import Counter
 from typing import Any, Iterable, Mapping, Sequence
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
@@ -123,26 +123,3 @@ def familiarity_table(results: Mapping[tuple[str, str], Any], items: Sequence[It
                         "above chance": chance_verdict(100.0 * lo, 100.0 * hi) if sub else "no pairs",
                         **matched_gap(sub, rest, confidence, seed=seed)})
     return pd.DataFrame(out, columns=COLUMNS)
-
-
-def plot_word_familiarity(table: pd.DataFrame, corpus: str = "its training stories", chance: float = 50.0,
-                          title: str = ""):
-    """Accuracy (95 % interval as error bars) against the threshold, one line per model (decoders solid, encoders
-    dashed), the chance level as a dotted line; ``corpus`` names the text the words were counted in."""
-    levels = sorted(table["words seen at least"].unique())
-    pos = {n: i for i, n in enumerate(levels)}
-    fig, ax = plt.subplots(figsize=(7.5, 4.2))
-    models = list(dict.fromkeys(zip(table["kind"], table["model"])))
-    for j, (kind, name) in enumerate(models):
-        part = table[(table.kind == kind) & (table.model == name)].dropna(subset=["accuracy (%)"])
-        x = [pos[n] + (j - (len(models) - 1) / 2) * 0.04 for n in part["words seen at least"]]
-        ax.errorbar(x, part["accuracy (%)"], yerr=[part["accuracy (%)"] - part.ci_low, part.ci_high - part["accuracy (%)"]],
-                    fmt="o-" if kind == "decoder" else "s--", capsize=3, label=f"{kind}: {name}")
-    ax.axhline(chance, color="k", ls=":", lw=1, label="chance")
-    ax.set_xticks(range(len(levels)), ["all pairs" if n == 0 else f"words seen ≥ {n}×" for n in levels])
-    ax.set(ylabel="accuracy over pairs (%), 95 % CI", xlabel=f"pairs whose every word occurs this often in {corpus}")
-    ax.legend(fontsize=8, loc="upper left", ncol=2)
-    if title:
-        ax.set_title(title)
-    fig.tight_layout()
-    return fig

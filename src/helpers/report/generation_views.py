@@ -11,6 +11,7 @@ import seaborn as sns
 from matplotlib.ticker import MaxNLocator
 
 from helpers.diversity.self_bleu import k_choice_label
+from helpers.report.figure_layout import FIGURE_WIDTH, font_pt, panels, text_inches, wrap
 
 # (column of the per-completion table, panel title, x label) of the memorisation histograms
 MEMORISATION_PANELS = (
@@ -26,14 +27,14 @@ def plot_self_bleu(selfbleu, chosen: Mapping[str, int | None], top_p: float, n_p
     """Self-BLEU against k per model (:func:`helpers.diversity.self_bleu.self_bleu_table`'s ``model``, ``k``, ``self-BLEU``,
     ``ci_low``, ``ci_high``) with its 95 % band; the legend gives each model's chosen k, or (``None``) "undefined:
     flat curve" / "no knee within k ≤ K" (:func:`helpers.diversity.self_bleu.k_choice_label` with ``eps``)."""
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 4.2), layout="constrained")
     for name, g in selfbleu.groupby("model", sort=False):
         label = k_choice_label(dict(zip(g.k, g["self-BLEU"])), chosen.get(name), eps)
         line, = ax.plot(g.k, g["self-BLEU"], marker="o", ms=3, label=f"{name} ({label})")
         ax.fill_between(g.k, g.ci_low, g.ci_high, color=line.get_color(), alpha=0.15, linewidth=0)
     ax.set(xlabel="k (completions per prompt)", ylabel="self-BLEU (higher = less diverse)",
-           title=f"Self-BLEU of nucleus completions (p = {top_p}), {n_prompts} prompts per model\n"
-                 "(band: 95 % bootstrap interval over prompts)")
+           title=wrap(f"Self-BLEU of nucleus completions (p = {top_p}), {n_prompts} prompts per model\n"
+                      "(band: 95 % bootstrap interval over prompts)", FIGURE_WIDTH - 0.8, font_pt(key="axes.titlesize")))
     ax.legend(title=f"model (rule: {k_rule})")
     return fig
 
@@ -52,19 +53,21 @@ def plot_memorisation_histograms(per_completion, copy_min_words: int):
     of words shared with a training story (one bar per whole number of words; dashed and labelled:
     ``copy_min_words``, the copy threshold)."""
 
-    fig, axes = plt.subplots(2, 2, figsize=(13, 8), layout="constrained")  # x labels clear of the lower titles
+    fig, axes = plt.subplots(2, 2, figsize=(FIGURE_WIDTH, 6.6), layout="constrained")  # x labels clear of the lower titles
     axes = axes.ravel()
+    inches = FIGURE_WIDTH / 2 - 0.5
     train = per_completion[per_completion.prompts == "train"]
     for ax, (col, title, xlabel) in zip(axes, MEMORISATION_PANELS):
         bins = _integer_bins(np.append(train[col].to_numpy(float), copy_min_words)) if xlabel == "words" else 30
         sns.histplot(data=train, x=col, hue="model", element="step", stat="density", common_norm=False, bins=bins,
                      ax=ax, legend=ax is axes[0])
-        ax.set(title=title, xlabel=xlabel)
+        ax.set(title=wrap(title, inches, font_pt(key="axes.titlesize")), xlabel=xlabel)
     runs = axes[2]
     runs.axvline(copy_min_words, color="k", ls="--", lw=1, label=f"copy threshold ({copy_min_words} words)")
     runs.xaxis.set_major_locator(MaxNLocator(integer=True))
     runs.legend(loc="upper right")
-    fig.suptitle("Completions of training-story prompts (cf. Rathod et al. 2024, Figures 11 and 18)")
+    fig.suptitle(wrap("Completions of training-story prompts (cf. Rathod et al. 2024, Figures 11 and 18)", FIGURE_WIDTH,
+                      font_pt(key="figure.titlesize")))
     return fig
 
 
@@ -80,7 +83,10 @@ def plot_continuation_health(pooled, max_new_tokens: int, context: int | None = 
     continuation would pass the model's ``context`` (which counts the prompt: a batch gets at most ``context``
     minus its longest prompt)."""
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), sharey=True, layout="constrained")  # suptitle clear of the panel titles
+    label_width = max(text_inches(m, font_pt(key="ytick.labelsize")) for m in pooled.model) + 0.3
+    # one panel above the other, the full width each: room for the note inside the first; suptitle clear of the titles
+    fig, axes, _ = panels(2, FIGURE_WIDTH, 0.3 * len(pooled) + 1.3, extra_width=label_width, extra_height=0.8,
+                               max_cols=1, sharey=True)
     is_ref = (pooled.model == reference).to_numpy()
     colours = sns.color_palette("viridis", int((~is_ref).sum()))
     colours = [(0.6, 0.6, 0.6) if r else colours.pop(0) for r in is_ref]
@@ -98,11 +104,13 @@ def plot_continuation_health(pooled, max_new_tokens: int, context: int | None = 
                 bar.set_edgecolor("white")
         if key == "ended" and is_ref.any():
             y = int(np.flatnonzero(is_ref)[0])
-            ax.text(2, y, f"{reference}: 100 % by construction (no interval)", va="center", ha="left", fontsize=9,
+            ax.text(2, y, f"{reference}: 100 % by construction (no interval)", va="center", ha="left",
                     bbox=dict(facecolor="white", alpha=0.85, linewidth=0))
         ax.set(title=title, xlabel="% of greedy continuations (95 % Wilson CI)", xlim=(0, 100))
+        ax.tick_params(labelleft=True)
     cap = f"at most {max_new_tokens} new tokens"
     if context is not None:
         cap = f"prompt + continuation ≤ {context} tokens (the model's context), continuation ≤ {max_new_tokens} tokens"
-    fig.suptitle(f"Greedy continuations per decoder ({int(pooled.completions.iloc[0])} each)\n{cap}")
+    fig.suptitle(wrap(f"Greedy continuations per decoder ({int(pooled.completions.iloc[0])} each)\n{cap}", FIGURE_WIDTH,
+                      font_pt(key="figure.titlesize")))
     return fig

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html as _html
+import math
 from typing import Sequence
 
 import matplotlib.pyplot as plt
@@ -10,6 +11,9 @@ import numpy as np
 from matplotlib.colors import PowerNorm
 
 from helpers.analysis.interpret import ModelAnalysis
+from helpers.analysis.lexicon import ATTENTION_CLASSES
+from helpers.report.figure_layout import (FIGURE_WIDTH, font_pt, legend_columns, legend_inches, panels, slant_if_crowded,
+                                          text_inches, wrap)
 
 # ----------------------------------------------------------------------------- HTML
 
@@ -53,54 +57,76 @@ def html_page(parts: Sequence[str], title: str = "") -> str:
 
 # ----------------------------------------------------------------------------- figures
 
-def tick_fontsize(n: int, inches: float, lo: float = 4.0, hi: float = 10.0) -> float:
-    """A font size (points) for ``n`` tick labels side by side along ``inches``: 80 % of the room each label has
-    (72 points to the inch), kept within [``lo``, ``hi``]."""
-    return float(max(lo, min(hi, 0.8 * 72 * inches / max(n, 1))))
+def token_ticks(n: int, inches: float, lo: float = 7.0, hi: float = 10.0) -> tuple[int, float]:
+    """``(step, size)`` for ``n`` token labels side by side along ``inches``: the largest font size (points) within
+    [``lo``, ``hi``] at which each label has 80 % of its room (72 points to the inch) and every token is labelled
+    (``step`` 1); where even ``lo`` leaves too little room, every ``step``-th token is labelled at ``lo``."""
+    room = 0.8 * 72 * inches
+    size = float(max(lo, min(hi, room / max(n, 1))))
+    return max(1, math.ceil(n * size / room)), size
 
 
-def plot_attention_grid(att: np.ndarray, labels: Sequence[str], types: Sequence[str], title: str = "", n: int | None = None):
-    """Heat maps of every layer (rows) × head (columns) of one story's attention ``[L, H, T, T]``, the first ``n``
-    tokens, with token labels (queries down, keys across). Colour: attention weight, square-root scale."""
+def plot_attention_grid(att: np.ndarray, labels: Sequence[str], types: Sequence[str], title: str = "", n: int | None = None,
+                        max_cols: int = 4):
+    """Heat maps of every layer × head of one story's attention ``[L, H, T, T]``, the first ``n`` tokens, with token
+    labels (queries down, keys across). Colour: attention weight, square-root scale. A layer's heads sit side by
+    side, at most ``max_cols`` to a row (more wrap onto the next), in a figure of the print width; the token labels
+    are as large as the panels allow, at least 7 pt, every ``step``-th token where not every one fits
+    (:func:`token_ticks`)."""
 
     L, H, T, _ = att.shape
     n = min(n or T, T)
     labels = list(labels)[:n]
-    size = max(3.0, min(6.5, 0.16 * n))  # inches per panel: room for a readable label per token
-    fig, axes = plt.subplots(L, H, figsize=(size * H + 1.5, size * L + 1.0), squeeze=False, layout="constrained")
-    fs = tick_fontsize(n, size)
+    cols = min(H, max_cols)
+    per_layer = math.ceil(H / cols)
+    rows = L * per_layer
+    label_width = max(text_inches(lab, 7.0) for lab in labels) + 0.15 if labels else 0.0
+    size = (FIGURE_WIDTH - label_width - 1.1) / cols  # inches per panel, the colour bar and its label beside
+    step, fs = token_ticks(n, size)
+    title_fs = max(7.0, min(font_pt(key="axes.titlesize"), 9.0))
+    fig, axes = plt.subplots(rows, cols, figsize=(FIGURE_WIDTH, rows * (size + 0.45) + label_width + 0.6),
+                             squeeze=False, layout="constrained")
+    ticks = list(range(0, n, step))
     im = None
     for layer in range(L):
         for h in range(H):
-            ax = axes[layer, h]
+            r, c = layer * per_layer + h // cols, h % cols
+            ax = axes[r, c]
             im = ax.imshow(att[layer, h, :n, :n], cmap="viridis", norm=PowerNorm(0.5, vmin=0, vmax=1),
                            interpolation="nearest")
-            ax.set_xticks(range(n))
-            ax.set_yticks(range(n))
-            ax.set_xticklabels(labels if layer == L - 1 else [], rotation=90, fontsize=fs)
-            ax.set_yticklabels(labels if h == 0 else [], fontsize=fs)
+            ax.set_xticks(ticks)
+            ax.set_yticks(ticks)
+            ax.set_xticklabels([labels[i] for i in ticks] if r == rows - 1 else [], rotation=90, fontsize=fs)
+            ax.set_yticklabels([labels[i] for i in ticks] if c == 0 else [], fontsize=fs)
             ax.tick_params(length=0, pad=1)
             ax.grid(False)
-            ax.set_title(f"layer {layer} ({types[layer]}) · head {h}", fontsize=11)
-    fig.colorbar(im, ax=axes, shrink=0.6, label="attention weight (√ scale)")
+            head = f"layer {layer} ({types[layer]}) · head {h}"
+            ax.set_title(head if text_inches(head, title_fs) <= size else f"layer {layer} ({types[layer]})\nhead {h}",
+                         fontsize=title_fs)
+    drawn = [ax for ax in axes.ravel() if ax.images]
+    for ax in axes.ravel():
+        if not ax.images:  # a row's empty cells where the heads wrap
+            ax.remove()
+    fig.colorbar(im, ax=drawn, shrink=0.6, label="attention weight (√ scale)")
     if title:
-        fig.suptitle(title, fontsize=16)
+        fig.suptitle(wrap(title, FIGURE_WIDTH, font_pt(key="figure.titlesize")))
     return fig
 
 
 def plot_correlation_grid(heads: "pd.DataFrame", threshold: float = 0.5):  # noqa: F821
     """r (lower triangle) per layer × head, one panel per model; cells with |r| > threshold are marked P (a
     positional head). The colour scale is symmetric around 0 and spans the data (±max |r|), not ±1, so that small
-    correlations are not washed out; the colour bar says so."""
+    correlations are not washed out; the colour bar says so. Panels sit side by side as far as the print width
+    allows, then wrap into rows."""
     models = list(dict.fromkeys(heads["model"]))
     n_heads, n_layers = heads["head"].nunique(), heads["layer"].nunique()
-    fig, axes = plt.subplots(1, len(models), figsize=(len(models) * (2.2 + 0.75 * n_heads) + 1.2, 2.0 + 0.6 * n_layers),
-                             squeeze=False, layout="constrained")
+    fig, axes, inches = panels(len(models), max(2.2, 0.45 * n_heads + 0.9), 0.45 * n_layers + 1.0, extra_width=1.0,
+                               extra_height=1.0)
     r = heads["r (lower triangle)"].to_numpy(float)
     vmax = float(np.nanmax(np.abs(r))) if np.isfinite(r).any() else 1.0
     vmax = vmax if vmax > 0 else 1.0
     im = None
-    for ax, m in zip(axes[0], models):
+    for ax, m in zip(axes, models):
         g = heads[heads["model"] == m]
         piv = g.pivot(index="layer", columns="head", values="r (lower triangle)")
         im = ax.imshow(piv.values, cmap="RdBu_r", vmin=-vmax, vmax=vmax, aspect="auto")
@@ -113,12 +139,15 @@ def plot_correlation_grid(heads: "pd.DataFrame", threshold: float = 0.5):  # noq
         ax.set_xticks(range(len(piv.columns)))
         ax.set_xlabel("head")
         ax.set_ylabel("layer")
-        ax.set_title(m)
+        ax.set_title(wrap(m, inches, font_pt(key="axes.titlesize")))
         ax.grid(False)
-    fig.colorbar(im, ax=axes, shrink=0.9, label=f"r (lower triangle; scale ±{vmax:.2f} = max |r|)")
+    rows = axes[-1].get_subplotspec().rowspan.stop  # rows of panels: the colour bar's label spans their height
+    fig.colorbar(im, ax=axes, shrink=0.9, label=wrap(f"r (lower triangle; scale ±{vmax:.2f} = max |r|)",
+                                                     0.8 * rows * (0.45 * n_layers + 1.0), font_pt(key="axes.labelsize")))
     n_pos = int((np.abs(r) > threshold).sum())
-    fig.suptitle(f"Correlation of attention weight with distance per head\n"
-                 f"(a cell marked P is a positional head, |r| > {threshold}; here {n_pos} of {len(r)} heads)")
+    fig.suptitle(wrap(f"Correlation of attention weight with distance per head\n"
+                      f"(a cell marked P is a positional head, |r| > {threshold}; here {n_pos} of {len(r)} heads)",
+                      fig.get_figwidth(), font_pt(key="figure.titlesize")))
     return fig
 
 
@@ -132,21 +161,28 @@ CLASS_COLOURS = {
 
 def plot_class_shares(pos_table: "pd.DataFrame", classes: Sequence[str], top_k: int):  # noqa: F821
     """Stacked bars of word-class shares of the MLP neurons' top tokens, one bar per model × layer (and the base
-    rates), one panel per ``top tokens`` mode (``all``, ``distinct``); colours from :data:`CLASS_COLOURS`."""
+    rates), one panel per ``top tokens`` mode (``all``, ``distinct``); colours from :data:`CLASS_COLOURS`. The
+    panels share the row labels; the legend sits below them."""
     modes = list(dict.fromkeys(pos_table["top tokens"]))
     n_rows = max(int((pos_table["top tokens"] == m).sum()) for m in modes)
-    fig, axes = plt.subplots(1, len(modes), figsize=(7.5 * len(modes), 0.55 * n_rows + 2), sharey=True,
-                             squeeze=False, layout="constrained")
+    rows = {mode: pos_table[pos_table["top tokens"] == mode] for mode in modes}
+    labels = {mode: part["model"] + np.where(part["layer"] == "base rate", " · base rate", " · layer " + part["layer"])
+              for mode, part in rows.items()}
+    tick = font_pt(key="ytick.labelsize")
+    label_width = max(text_inches(lab, tick) for lab_set in labels.values() for lab in lab_set) + 0.3
+    ncol = legend_columns(classes)
+    fig, axes, inches = panels(len(modes), 2.3, 0.3 * n_rows + 1.4, extra_width=label_width,
+                               extra_height=0.5 + legend_inches(classes, ncol), sharey=True)
     colours = [CLASS_COLOURS.get(c, "#7f7f7f") for c in classes]
-    for ax, mode in zip(axes[0], modes):
-        part = pos_table[pos_table["top tokens"] == mode]
-        labels = part["model"] + np.where(part["layer"] == "base rate", " · base rate", " · layer " + part["layer"])
-        part.assign(label=labels).set_index("label")[list(classes)].iloc[::-1].plot.barh(
-            stacked=True, ax=ax, width=0.8, color=colours, legend=mode == modes[-1])
-        ax.set(xlabel=f"mean share of a neuron's top-{top_k} tokens", ylabel="", xlim=(0, 1),
-               title=f"top-{top_k} tokens: {mode}")
-    axes[0][-1].legend(bbox_to_anchor=(1.01, 1), loc="upper left", fontsize=9)
-    fig.suptitle("Word classes of MLP neurons' top tokens, per layer, against the base rates")
+    for ax, mode in zip(axes, modes):
+        rows[mode].assign(label=labels[mode]).set_index("label")[list(classes)].iloc[::-1].plot.barh(
+            stacked=True, ax=ax, width=0.8, color=colours, legend=False)
+        ax.set(xlabel=wrap(f"mean share of a neuron's top-{top_k} tokens", inches, font_pt(key="axes.labelsize")),
+               ylabel="", xlim=(0, 1), title=wrap(f"top-{top_k} tokens: {mode}", inches, font_pt(key="axes.titlesize")))
+    handles, names = axes[-1].get_legend_handles_labels()
+    fig.legend(handles, names, loc="outside lower center", ncol=ncol, frameon=False)
+    fig.suptitle(wrap("Word classes of MLP neurons' top tokens, per layer, against the base rates", fig.get_figwidth(),
+                      font_pt(key="figure.titlesize")))
     return fig
 
 
@@ -156,15 +192,16 @@ def plot_specialists(total: "pd.DataFrame", classes: Sequence[str], top_k: int, 
     per model in each group (``classes``, e.g. the specialist classes and "other class", then every specialist
     together), with the number expected by chance (``expected by chance / neurons``, a count over all classes) drawn
     as a black bar over the "all specialists" group. ``total`` has columns model, "top tokens", the ``classes``,
-    specialists, neurons, "expected by chance" (notebook 06's summary)."""
+    specialists, neurons, "expected by chance" (notebook 06's summary). The legend sits below the panels."""
     modes = list(dict.fromkeys(total["top tokens"]))
     models = list(dict.fromkeys(total["model"]))
     groups = [*classes, "all specialists"]
-    fig, axes = plt.subplots(1, len(modes), figsize=(6.5 * len(modes), 4.4), sharey=True, squeeze=False,
-                             layout="constrained")
+    ncol = legend_columns([*models, chance_label])
+    fig, axes, inches = panels(len(modes), 3.2, 3.8, extra_height=(0.7 if title else 0.2)
+                               + legend_inches([*models, chance_label], ncol), sharey=True)
     width = 0.8 / len(models)
     x = np.arange(len(groups))
-    for ax, mode in zip(axes[0], modes):
+    for ax, mode in zip(axes, modes):
         t = total[total["top tokens"] == mode].set_index("model").reindex(models)
         for i, model in enumerate(models):
             r = t.loc[model]
@@ -173,10 +210,36 @@ def plot_specialists(total: "pd.DataFrame", classes: Sequence[str], top_k: int, 
             ax.bar(xi, shares, width, label=model, color=f"C{i}")
             ax.hlines(r["expected by chance"] / r["neurons"], xi[-1] - width / 2, xi[-1] + width / 2, color="k", lw=2.5,
                       label=chance_label if i == 0 else None)
-        ax.set_xticks(x, groups, rotation=20)
+        ax.set_xticks(x, groups)
+        if not slant_if_crowded(ax, groups, inches):
+            ax.tick_params(axis="x", rotation=20)
         ax.set(ylabel="share of analysed neurons", xlabel="specialism", title=f"top-{top_k} tokens: {mode}")
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncol=len(labels), frameon=False)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=ncol, frameon=False)
     if title:
-        fig.suptitle(title)
+        fig.suptitle(wrap(title, fig.get_figwidth(), font_pt(key="figure.titlesize")))
+    return fig
+
+
+def plot_target_classes(grouped: "pd.DataFrame", models: Sequence[str],  # noqa: F821
+                        classes: Sequence[str] = tuple(ATTENTION_CLASSES), grouping: str = "span"):
+    """The class of each query's strongest attention target, one panel per model: per class, the mean share of the
+    targets of each head group of ``grouping`` (:func:`helpers.analysis.interpret_tables.group_target_classes`: by
+    default the short- and long-range heads) beside the class's base rate among all story tokens (the
+    ``reference`` rows). Each group has one colour in every panel; one legend ("heads") below the panels."""
+    part = grouped[grouped["grouping"].isin(["reference", grouping])]
+    groups = list(dict.fromkeys(part["group"]))
+    colour = {g: f"C{i}" for i, g in enumerate(groups)}
+    ncol = legend_columns(groups)
+    fig, axes, inches = panels(len(models), 3.2, 4.0, extra_height=legend_inches(groups, ncol, title=True), sharey=True)
+    for ax, name in zip(axes, models):
+        g = part[part["model"] == name].set_index("group")[list(classes)]
+        g.T.plot.bar(ax=ax, width=0.8, color=[colour[k] for k in g.index], legend=False)
+        ax.set(title=wrap(f"{name}: class of each query's strongest target", inches, font_pt(key="axes.titlesize")),
+               ylabel="share of targets", xlabel="")
+    handles = {}
+    for ax in axes:
+        handles.update(zip(*reversed(ax.get_legend_handles_labels())))
+    fig.legend(list(handles.values()), list(handles), title="heads", loc="outside lower center", ncol=ncol,
+               frameon=False)
     return fig

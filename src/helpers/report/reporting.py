@@ -16,6 +16,7 @@ import math
 import platform
 import subprocess
 import sys
+import warnings
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -31,6 +32,8 @@ from helpers.core.artifacts import atomic_path, read_json, sha256_file, write_js
 from helpers.core.config import repo_root, reports_dir, shown_path
 from helpers.core.hardware import cpu_info
 from helpers.core.html_table import styled_table
+from helpers.report.figure_layout import (FIGURE_WIDTH, fit_text, font_pt, legend_columns, legend_inches, panels,
+                                          print_problem, row_positions, text_inches, wrap)
 from helpers.report.markdown_table import fmt_number, markdown_cells
 
 
@@ -141,7 +144,11 @@ FIGURE_FORMATS = ("png", "pdf")
 def save_figure(fig, name: str, profile: str, dpi: int = 120, formats: tuple[str, ...] = FIGURE_FORMATS) -> ReportPath:
     """Save a matplotlib figure as ``figures/<name>.png`` (for the notebooks and Markdown) and
     ``figures/<name>.pdf`` (vector, for a paper), each atomically; returns the PNG path (shown relative to the
-    repository)."""
+    repository). Warns when the figure breaks the print rule (:func:`helpers.report.figure_layout.print_problem`:
+    printed at most 7 in wide, no text under 6.5 pt)."""
+    problem = print_problem(fig)
+    if problem:
+        warnings.warn(f"figure {name} is not readable in print: {problem}", stacklevel=2)
     d = reports_dir(profile) / "figures"
     written = []
     for fmt in formats:
@@ -160,12 +167,16 @@ def millions_axis(axis, unit: str = "M") -> None:
 
 
 def plot_loss_curves(results: dict, colours: dict, titles: tuple[str, str], ylabel: str, legend_title: str | None = None,
-                     figsize: tuple[float, float] = (12, 4)):
+                     figsize: tuple[float, float] | None = None):
     """Training (left) and validation (right) loss against the optimizer step, one line per run, from
     ``{name: TrainResult}`` (its ``history`` rows ``step``/``split``/``loss`` and its ``best_step``). The panels share
     the y axis and both show its tick labels; each run's best checkpoint (the lowest validation loss, the one that
     is kept) is marked with a star on its validation curve, a hollow star when it is the last evaluation (the loss
-    was still falling)."""
+    was still falling). The figure is :data:`~helpers.report.figure_layout.FIGURE_WIDTH` wide (``figsize``
+    overrides), titles wrapped to their panel, the legend below the panels."""
+    entries = [*results, "best checkpoint (kept)", "best = last evaluation (still falling)"]
+    ncol = legend_columns(entries, (figsize or (FIGURE_WIDTH,))[0])
+    figsize = figsize or (FIGURE_WIDTH, 3.4 + legend_inches(entries, ncol, title=bool(legend_title)))
     fig, axes = plt.subplots(1, 2, figsize=figsize, sharey=True, layout="constrained")
     for name, res in results.items():
         h = pd.DataFrame(res.history)
@@ -179,23 +190,29 @@ def plot_loss_curves(results: dict, colours: dict, titles: tuple[str, str], ylab
             axes[1].plot(best.step, best.loss, marker="*", ms=13, ls="none", color=colours[name],
                          markerfacecolor="none" if last else colours[name], markeredgewidth=1.3, zorder=5)
     for ax, title in zip(axes, titles):
-        ax.set(title=title, xlabel="optimizer step", ylabel=ylabel)
+        ax.set(title=wrap(title, figsize[0] / 2 - 0.6, font_pt(key="axes.titlesize")), xlabel="optimizer step",
+               ylabel=ylabel)
         ax.tick_params(labelleft=True)  # sharey hides the right panel's numbers otherwise
     axes[1].plot([], [], marker="*", ms=11, ls="none", color="grey", label="best checkpoint (kept)")
     axes[1].plot([], [], marker="*", ms=11, ls="none", color="grey", markerfacecolor="none",
                  label="best = last evaluation (still falling)")
-    axes[1].legend(title=legend_title, fontsize=8)
+    handles, labels = axes[1].get_legend_handles_labels()
+    fig.legend(handles, labels, title=legend_title, loc="outside lower center", frameon=False, ncol=ncol)
     return fig
 
 
-def _kind_pairs_title(task: str, part, kinds) -> str:
-    """``BLiMP\n(decoders 59,875 / encoders 4,020 pairs)``: the pairs per kind, in the rows' order of kinds."""
+def _kind_pairs_title(task: str, part, kinds, inches: float = math.inf) -> str:
+    """``BLiMP\n(decoders 59,875 / encoders 4,020 pairs)``: the pairs per kind, in the rows' order of kinds; where
+    that line is wider than ``inches`` at the title's size, ``BLiMP, pairs:`` and one line per kind."""
     counts = []
     for kind in kinds:
         p = sorted({int(x) for x in part.loc[part["kind"] == kind, "pairs"]})
         if p:
             counts.append(f"{kind}s {' or '.join(f'{x:,}' for x in p)}")
-    return f"{task}\n({' / '.join(counts)} pairs)"
+    line = f"({' / '.join(counts)} pairs)"
+    if text_inches(line, font_pt(key="axes.titlesize")) <= inches:
+        return f"{task}\n{line}"
+    return "\n".join([f"{task}, pairs:", *counts])
 
 
 def plot_intervals(intervals, order: list[tuple[str, str]] | None = None, chance: float = 50.0,
@@ -203,31 +220,37 @@ def plot_intervals(intervals, order: list[tuple[str, str]] | None = None, chance
     """One panel per task of an interval table (columns kind, model, task, pairs, accuracy, ci_low, ci_high, as
     :func:`helpers.evaluation.zero_shot.interval_table` makes): each model's accuracy with its 95 % interval as an error bar,
     coloured by kind, and the chance level as a dashed line. ``order`` lists (kind, model) from top to bottom; each
-    panel's title names the pairs per kind in that order, and the legend sits below the panels, off the rows."""
+    panel's title names the pairs per kind in that order, and the legend sits below the panels, off the rows.
+    Panels sit side by side as far as the print width allows (then wrap); long row labels and titles wrap."""
     colours = colours or {"decoder": "tab:blue", "encoder": "tab:orange"}
     order = list(order or dict.fromkeys(zip(intervals["kind"], intervals["model"])))
     kinds = list(dict.fromkeys(k for k, _ in order))
     tasks = list(dict.fromkeys(intervals["task"]))
-    fig, axes = plt.subplots(1, len(tasks), figsize=(5 * len(tasks), 0.45 * len(order) + 1.5), sharey=True,
-                             squeeze=False)
-    for ax, task in zip(axes[0], tasks):
+    tick = font_pt(key="ytick.labelsize")
+    names = {o: wrap(f"{o[0]}: {o[1]}", 2.0, tick) for o in order}
+    ys = dict(zip(order, row_positions([names[o] for o in order])))
+    fig, axes, inches = panels(len(tasks), 1.4, 0.3 * (max(ys.values()) + 1) + 1.7,
+                               extra_width=max(text_inches(n, tick) for n in names.values()) + 0.3,
+                               extra_height=0.7 if title else 0.4, sharey=True)
+    for ax, task in zip(axes, tasks):
         part = intervals[intervals.task == task].set_index(["kind", "model"])
         part = part.loc[[o for o in order if o in part.index]]
-        part = part.assign(label=[f"{k}: {n}" for k, n in part.index])
+        part = part.assign(y=[ys[o] for o in part.index])
         for kind, colour in colours.items():
             k = part[part.index.get_level_values("kind") == kind]
             if len(k):
-                ax.errorbar(k.accuracy, k.label, xerr=[k.accuracy - k.ci_low, k.ci_high - k.accuracy], fmt="o",
+                ax.errorbar(k.accuracy, k.y, xerr=[k.accuracy - k.ci_low, k.ci_high - k.accuracy], fmt="o",
                             color=colour, capsize=3, label=kind + "s")
         ax.axvline(chance, color="k", ls="--", lw=1, label="chance")
-        ax.set(title=_kind_pairs_title(task, intervals[intervals["task"] == task], kinds),
-               xlabel="accuracy (%), 95 % CI")
-    axes[0][0].invert_yaxis()
-    handles, labels = axes[0][0].get_legend_handles_labels()
+        ax.set(title=_kind_pairs_title(task, intervals[intervals["task"] == task], kinds, inches),
+               xlabel=fit_text("accuracy (%), 95 % CI", "accuracy (%),\n95 % CI", inches, "axes.labelsize"))
+    axes[0].set_yticks(list(ys.values()), list(names.values()))
+    axes[0].set_ylim(max(ys.values()) + 0.6, -0.6)  # the first row on top
+    handles, labels = axes[0].get_legend_handles_labels()
     if title:
-        fig.suptitle(title)
-    fig.set_layout_engine("constrained")
-    fig.legend(handles, labels, loc="outside lower center", ncol=len(labels), frameon=False)
+        fig.suptitle(wrap(title, fig.get_figwidth(), font_pt(key="figure.titlesize")))
+    fig.legend(handles, labels, loc="outside lower center", ncol=legend_columns(labels, fig.get_figwidth()),
+               frameon=False)
     return fig
 
 
@@ -244,23 +267,25 @@ def plot_ours_vs_paper(comparison, intervals=None, ours: str | None = None, chan
     mean of tasks)", goes on a line below). Text is ``fontsize`` points, every panel's x range holds all its markers,
     interval ends and chance line with a margin, and one legend below the panels has one entry for our scores.
     ``panel_chance`` gives a panel its own chance level (e.g. ``{"GLUE": 43.6}``, the majority-class average, drawn
-    in a ``no_chance`` panel too); the legend says what it is (``panel_chance_note``)."""
+    in a ``no_chance`` panel too); the legend says what it is (``panel_chance_note``). Panels sit side by side as
+    far as the print width allows, then wrap into rows; long titles and labels wrap."""
     ours = ours or next(c for c in comparison.columns if str(c).startswith("ours"))
     panel_titles = panel_titles or {}
     benchmarks = list(dict.fromkeys(comparison["benchmark"]))
     mixes = list(dict.fromkeys(comparison["mix"]))
-    labels = {m: f"{m}\n(paper {p})" for m, p in zip(comparison["mix"], comparison["paper mix"])}
+    labels = {m: wrap(f"{m}\n(paper {p})", 2.4, fontsize) for m, p in zip(comparison["mix"], comparison["paper mix"])}
+    ys = dict(zip(mixes, row_positions([labels[m] for m in mixes])))
     ci = {}
     if intervals is not None:
         for r in intervals.itertuples():
             if (r.model, r.task) in ci:
                 raise ValueError(f"two intervals for {r.model} on {r.task}: pass the intervals of one kind of model")
             ci[(r.model, r.task)] = (r.ci_low, r.ci_high)
-    fig, axes = plt.subplots(1, len(benchmarks), figsize=(3.6 * len(benchmarks) + 2.5, 0.7 * len(mixes) + 1.6),
-                             sharey=True, squeeze=False, layout="constrained")
-    ys = {m: i for i, m in enumerate(mixes)}
+    fig, axes, inches = panels(len(benchmarks), 2.0, 0.3 * (max(ys.values()) + 1) + 1.6,
+                               extra_width=max(text_inches(lab, fontsize) for lab in labels.values()) + 0.3,
+                               extra_height=0.8 if title else 0.5, sharey=True)
     any_ci = any_chance = False
-    for ax, bench in zip(axes[0], benchmarks):
+    for ax, bench in zip(axes, benchmarks):
         part = comparison[comparison["benchmark"] == bench]
         have_ci, xs = False, []
         for mix, score, paper in zip(part["mix"], part[ours], part["paper"]):
@@ -289,13 +314,13 @@ def plot_ours_vs_paper(comparison, intervals=None, ours: str | None = None, chan
             ax.set_xlim(lo - pad, hi + pad)
         note = "" if have_ci or bench not in no_chance else "(no interval: mean of tasks)"
         head = panel_titles.get(bench)
-        ax.set_title(f"{head}\n{note}" if head and note else head or (bench + (f" {note}" if note else "")),
-                     fontsize=fontsize + 1)
+        head = f"{head}\n{note}" if head and note else head or (bench + (f" {note}" if note else ""))
+        ax.set_title(wrap(head, inches, fontsize + 1), fontsize=fontsize + 1)
         ax.set_xlabel("score (%)", fontsize=fontsize)
         ax.tick_params(labelsize=fontsize)
         ax.grid(axis="x", alpha=0.3)
-    axes[0][0].set_yticks(range(len(mixes)), [labels[m] for m in mixes])
-    axes[0][0].invert_yaxis()
+    axes[0].set_yticks([ys[m] for m in mixes], [labels[m] for m in mixes])
+    axes[0].set_ylim(max(ys.values()) + 0.6, -0.6)  # the first mix on top
     handles = [Line2D([], [], marker="o", ls="-" if any_ci else "", color="tab:blue",
                       label="ours" + (" (95 % CI where drawn)" if any_ci else "")),
                Line2D([], [], marker="D", ls="", color="tab:orange", label="paper")]
@@ -303,8 +328,9 @@ def plot_ours_vs_paper(comparison, intervals=None, ours: str | None = None, chan
         handles.append(Line2D([], [], color="k", ls="--", lw=1, label="chance" + (
             f" ({', '.join(panel_chance)}: {panel_chance_note})" if panel_chance else "")))
     if title:
-        fig.suptitle(title, fontsize=fontsize + 2)
-    fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), frameon=False, fontsize=fontsize)
+        fig.suptitle(wrap(title, fig.get_figwidth(), fontsize + 2), fontsize=fontsize + 2)
+    fig.legend(handles=handles, loc="outside lower center", frameon=False, fontsize=fontsize,
+               ncol=legend_columns([h.get_label() for h in handles], fig.get_figwidth(), fontsize))
     return fig
 
 

@@ -16,6 +16,8 @@ import pandas as pd
 from helpers.core.html_table import styled_table
 from helpers.core.stats import bootstrap_mean_interval
 from helpers.judge.validity import CORRUPTIONS, VALIDITY_CRITERIA
+from helpers.report.figure_layout import (FIGURE_WIDTH, font_pt, legend_columns, legend_inches, panels, slant_if_crowded,
+                                          wrap)
 from helpers.story_eval.folding import ascii_quotes, fold, folded
 from helpers.story_eval.instruct import parse_instruct
 from helpers.story_eval.suites import GRADE_COLOURS, GRADES, SUITES
@@ -36,8 +38,9 @@ def plot_validity(validity, title: str):
     their 95 % intervals and the chance line at 0.5 (a judge that cannot tell real from corrupted endings); the
     legend (chance included) sits below the axes, where it hides no bar, and the y axis runs a little past 1 so
     that an interval ending at 1 keeps its cap."""
-    fig, ax = plt.subplots(figsize=(9, 4.4), layout="constrained")
     kinds = [*CORRUPTIONS, "all"]
+    ncol = legend_columns([*kinds, "chance (0.5)"])
+    fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 3.9 + legend_inches([*kinds, "chance"], ncol)), layout="constrained")
     width = 0.8 / len(kinds)
     crit = list(VALIDITY_CRITERIA)
     for i, k in enumerate(kinds):
@@ -48,8 +51,9 @@ def plot_validity(validity, title: str):
                     ecolor="#555555", capsize=2, lw=1)
     ax.axhline(0.5, color="red", lw=1, ls="--", label="chance (0.5)")
     ax.set_xticks(np.arange(len(crit)) + width * (len(kinds) - 1) / 2, crit)
-    ax.set(ylim=(0, 1.06), ylabel="real ending graded higher (share)", title=title)
-    ax.legend(ncol=len(kinds) + 1, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.1), frameon=False)
+    ax.set(ylim=(0, 1.06), ylabel="real ending graded higher (share)",
+           title=wrap(title, FIGURE_WIDTH - 0.8, font_pt(key="axes.titlesize")))
+    ax.legend(ncol=ncol, loc="upper center", bbox_to_anchor=(0.5, -0.1), frameon=False)
     return fig
 
 
@@ -58,20 +62,22 @@ def plot_themed_grades(graded, models: Sequence[str], prompts_per_suite: Mapping
     ``graded`` has columns ``suite``, ``model``, ``grade`` (:func:`helpers.story_eval.suites.grade_table`)."""
     counts = (graded.groupby(["suite", "model", "grade"]).size().unstack("grade")
               .reindex(columns=list(GRADES)).fillna(0))
-    fig, axes = plt.subplots(1, len(SUITES), figsize=(4.5 * len(SUITES), 3.6), sharey=False)
-    for ax, suite in zip(np.atleast_1d(axes), SUITES):
+    fig, axes, inches = panels(len(SUITES), 2.0, 3.2, extra_height=1.1 + legend_inches(GRADES, len(GRADES), title=True))
+    for ax, suite in zip(axes, SUITES):
         c = counts.loc[suite].reindex(models).fillna(0)
         bottom = np.zeros(len(c))
         for g in GRADES:
             ax.bar(c.index, c[g], bottom=bottom, color=GRADE_COLOURS[g], edgecolor="#555", label=g)
             bottom += c[g].to_numpy()
-        ax.set(title=f"{suite} ({prompts_per_suite[suite]} prompts)", ylabel="answers")
-        ax.tick_params(axis="x", rotation=30)
-    handles, labels = np.atleast_1d(axes)[0].get_legend_handles_labels()
-    fig.legend(handles, labels, title="answer-key grade", loc="center left", bbox_to_anchor=(1.0, 0.5))
-    fig.suptitle("Themed prompts: first sentences of greedy completions graded by the answer keys\n"
-                 "(counts of answers; each score with its 95 % interval over the prompts: table 05b_themed_summary)",
-                 y=1.08)
+        ax.set(title=wrap(f"{suite} ({prompts_per_suite[suite]} prompts)", inches, font_pt(key="axes.titlesize")),
+               ylabel="answers")
+        ax.set_xticks(range(len(c)), c.index)
+        slant_if_crowded(ax, c.index, inches)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, title="answer-key grade", loc="outside lower center", ncol=len(labels), frameon=False)
+    fig.suptitle(wrap("Themed prompts: first sentences of greedy completions graded by the answer keys\n"
+                      "(counts of answers; each score with its 95 % interval over the prompts: table 05b_themed_summary)",
+                      fig.get_figwidth(), font_pt(key="figure.titlesize")))
     return fig
 
 
@@ -100,11 +106,13 @@ def plot_instruct_words(instruct_table, prompt_sets: Sequence[str]):
     prompt), with 95 % intervals where ``instruct_table`` has :func:`instruct_intervals`' columns.
     ``instruct_table`` is :func:`helpers.story_eval.instruct.instruct_summary` by prompts and model. Each panel's y
     axis is scaled to its data (the shares are small, and a 0-1 axis flattens them)."""
-    fig, axes = plt.subplots(1, len(prompt_sets), figsize=(5.5 * len(prompt_sets), 4.2), squeeze=False,
-                             layout="constrained")
+    interval = " (error bars: 95 % bootstrap intervals over prompts)" if "required low" in instruct_table else ""
+    entries = ["required words used" + interval, "chance (another prompt's words)"]
+    ncol = legend_columns(entries)
+    fig, axes, inches = panels(len(prompt_sets), 3.2, 3.6, extra_height=legend_inches(entries, ncol))
     bars = {"share of required words used": ("required", "required words used", "#4c72b0", -0.2),
             "chance (words of another prompt)": ("chance", "chance (another prompt's words)", "#bbbbbb", 0.2)}
-    for ax, set_name in zip(axes[0], prompt_sets):
+    for ax, set_name in zip(axes, prompt_sets):
         t = instruct_table[instruct_table.prompts == set_name]
         x = np.arange(len(t))
         top = 0.0
@@ -116,11 +124,12 @@ def plot_instruct_words(instruct_table, prompt_sets: Sequence[str]):
                             ecolor="#333333", capsize=3, lw=1)
                 top = max(top, float(t[f"{key} high"].max()))
         ax.set_xticks(x, t["model"])
-        ax.set(title=f"{set_name} prompts", ylim=(0, top * 1.15 if top > 0 else 1), ylabel="share of required words")
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    interval = " (error bars: 95 % bootstrap intervals over prompts)" if "required low" in instruct_table else ""
+        slant_if_crowded(ax, t["model"], inches)
+        ax.set(title=wrap(f"{set_name} prompts", inches, font_pt(key="axes.titlesize")),
+               ylim=(0, top * 1.15 if top > 0 else 1), ylabel="share of required words")
+    handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, [lab + ("" if i else interval) for i, lab in enumerate(labels)], loc="outside lower center",
-               ncol=2, fontsize=8, frameon=False)
+               ncol=ncol, frameon=False)
     return fig
 
 
@@ -129,10 +138,10 @@ def plot_judge_scores(judge_means, models: Sequence[str], criteria: Sequence[str
     criterion with its 95 % interval (:func:`helpers.judge.validity.grade_interval_table`: columns ``model``,
     ``decoding``, ``<criterion>``, ``<criterion> low``, ``<criterion> high``)."""
     decodings = list(dict.fromkeys(judge_means["decoding"]))
-    fig, axes = plt.subplots(1, len(decodings), figsize=(6 * len(decodings), 4.2), sharey=True, squeeze=False,
-                             layout="constrained")
+    ncol = legend_columns(criteria)
+    fig, axes, inches = panels(len(decodings), 3.2, 3.6, extra_height=0.6 + legend_inches(criteria, ncol), sharey=True)
     width = 0.8 / len(criteria)
-    for ax, dec in zip(axes[0], decodings):
+    for ax, dec in zip(axes, decodings):
         t = judge_means[judge_means.decoding == dec].set_index("model").reindex(models)
         x = np.arange(len(t))
         for i, c in enumerate(criteria):
@@ -140,9 +149,12 @@ def plot_judge_scores(judge_means, models: Sequence[str], criteria: Sequence[str
             ax.errorbar(x + i * width, t[c], yerr=[t[c] - t[f"{c} low"], t[f"{c} high"] - t[c]], fmt="none",
                         ecolor="#555555", capsize=2, lw=1)
         ax.set_xticks(x + width * (len(criteria) - 1) / 2, t.index)
-        ax.set(ylim=(1, 10), title=f"{dec} completions", ylabel="expected judge grade (1-10)")
-    axes[0][0].legend(fontsize=8, loc="upper left")
-    fig.suptitle(title)
+        slant_if_crowded(ax, t.index, inches)
+        ax.set(ylim=(1, 10), title=wrap(f"{dec} completions", inches, font_pt(key="axes.titlesize")),
+               ylabel="expected judge grade (1-10)")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=ncol, frameon=False)
+    fig.suptitle(wrap(title, fig.get_figwidth(), font_pt(key="figure.titlesize")))
     return fig
 
 

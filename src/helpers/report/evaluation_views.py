@@ -1,0 +1,37 @@
+"""Views of notebook 05's evaluation tables that are not the paper's: accuracy by how familiar a minimal pair's
+words are (:func:`helpers.evaluation.word_familiarity.familiarity_table`). Each function takes the table its notebook
+cell built and returns a matplotlib figure (saved by :func:`helpers.report.reporting.save_figure`)."""
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from helpers.report.figure_layout import FIGURE_WIDTH, font_pt, legend_columns, legend_inches, wrap
+
+
+def plot_word_familiarity(table: pd.DataFrame, corpus: str = "its training stories", chance: float = 50.0,
+                          title: str = ""):
+    """Accuracy (95 % interval as error bars) against the threshold, one line per model (decoders solid, encoders
+    dashed), the chance level as a dotted line; ``corpus`` names the text the words were counted in. The legend
+    sits below the axes, at the style's size."""
+    levels = sorted(table["words seen at least"].unique())
+    pos = {n: i for i, n in enumerate(levels)}
+    models = list(dict.fromkeys(zip(table["kind"], table["model"])))
+    entries = [f"{kind}: {name}" for kind, name in models] + ["chance"]
+    ncol = legend_columns(entries)
+    fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 3.8 + legend_inches(entries, ncol)), layout="constrained")
+    for j, (kind, name) in enumerate(models):
+        part = table[(table.kind == kind) & (table.model == name)].dropna(subset=["accuracy (%)"])
+        x = [pos[n] + (j - (len(models) - 1) / 2) * 0.04 for n in part["words seen at least"]]
+        ax.errorbar(x, part["accuracy (%)"], yerr=[part["accuracy (%)"] - part.ci_low, part.ci_high - part["accuracy (%)"]],
+                    fmt="o-" if kind == "decoder" else "s--", capsize=3, label=f"{kind}: {name}")
+    ax.axhline(chance, color="k", ls=":", lw=1, label="chance")
+    ax.set_xticks(range(len(levels)), ["all pairs" if n == 0 else f"words seen ≥ {n}×" for n in levels])
+    ax.set(ylabel="accuracy over pairs (%), 95 % CI",
+           xlabel=wrap(f"pairs whose every word occurs this often in {corpus}", FIGURE_WIDTH - 1,
+                       font_pt(key="axes.labelsize")))
+    handles, labels = ax.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=ncol, frameon=False)
+    if title:
+        ax.set_title(wrap(title, FIGURE_WIDTH - 1, font_pt(key="axes.titlesize")))
+    return fig
