@@ -85,6 +85,8 @@ RECIPES: dict[str, tuple[str, dict]] = {
     "wd0.6-3000": ("chosen-3000 with weight decay 0.6 (the trend beyond 0.3)",
                    {"train": {"steps": 3000, "stop_patience": None, "eval_every": 100, "save_every": 100},
                     "fixed_weight_decay": 0.6}),
+    "wd0.3": ("the cpu profile's recipe as it is (early stopping included) with weight decay 0.3 (for the other budgets)",
+              {"fixed_weight_decay": 0.3}),
     "chosen-full": ("the chosen recipe without early stopping, evaluated every 100 steps (the baseline of the rows above)",
                     {"train": {"stop_patience": None, "eval_every": 100, "save_every": 100}}),
     "chosen": ("the cpu profile's recipe (params/cpu/02_decoder_training.yaml as it is)", {}),
