@@ -70,7 +70,7 @@ def main():
     if not path.is_dir():
         raise SystemExit(f"no model at {path}: run `./run_all.sh --only 01,02` first (or pass --model)")
     tok = tokenizers.load_tokenizer(path)
-    eot = tok.convert_tokens_to_ids(G.EOT)
+    eot = tokenizers.end_of_text_id(tok)
     stories = budgets.read_corpus(root / "runs/cpu/data/tiny-heldout.jsonl") if (root / "runs/cpu/data/tiny-heldout.jsonl").exists() else None
     if stories is None:
         raise SystemExit("no held-out stories: run notebook 01 on the cpu profile first")

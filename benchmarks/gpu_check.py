@@ -57,7 +57,7 @@ from helpers.evaluation.minimal_pairs import load_blimp  # noqa: E402
 from helpers.generation.completions import cached_completions, generate, make_prompts  # noqa: E402
 from helpers.generation.decoding import Decoding  # noqa: E402
 from helpers.models import decoder  # noqa: E402
-from helpers.models.decoder import DecoderSpec, build_decoder, disable_fast_attention, flops_per_token  # noqa: E402
+from helpers.models.decoder import DecoderSpec, build_decoder, flops_per_token  # noqa: E402
 from helpers.models.ltg_bert import LtgBertForMaskedLM, ltg_bert_config  # noqa: E402
 from helpers.training.loop import TrainConfig, lm_loss, param_groups, train  # noqa: E402
 from helpers.training.optim import Lamb  # noqa: E402

@@ -40,7 +40,7 @@ HOMES = {
     "diversity.ngram_index": ["Match", "SharedRun", "NGramIndex", "longest_common_substring_words"],
     "diversity.memorisation": ["max_rouge2_train", "NAME", "corpus_names", "mask_names", "template_matches"],
     "diversity.continuation_health": ["repeated_run", "continuation_health"],
-    "core.stats": ["bootstrap_mean_interval", "wilson_interval"],
+    "core.stats": ["bootstrap_mean_interval", "wilson_interval", "intervals_apart"],
     # evaluation.py kept pairs -> rows, summaries, the top level and the paper comparison; minimal_pairs.TASKS and
     # TASK_NAMES are not listed because finetune has its own (the GLUE tasks), another concept with the same names
     "evaluation.minimal_pairs": ["DATA_DIRS", "BLIMP_PHENOMENA", "SUPPLEMENT_NAMES", "ewok_domain_name", "Item", "load_blimp",

@@ -253,3 +253,10 @@ def test_independent_mean_interval_matches_the_normal_theory_and_a_simulation():
     assert math.isnan(independent_mean_interval([1.0, float("nan")], [0.0, 0.0], [2.0, 1.0])[0])
     with pytest.raises(ValueError):
         independent_mean_interval([1.0], [2.0], [1.0])
+
+
+def test_intervals_apart():
+    from helpers.core.stats import intervals_apart
+
+    assert intervals_apart((1.0, 2.0), (2.5, 3.0)) and intervals_apart((2.5, 3.0), (1.0, 2.0))
+    assert not intervals_apart((1.0, 2.5), (2.5, 3.0)) and not intervals_apart((1.0, 4.0), (2.0, 3.0))

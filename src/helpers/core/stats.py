@@ -62,6 +62,12 @@ def bootstrap_mean_interval(values, confidence: float = 0.95, n_boot: int = 1000
     return np.atleast_1d(lo), np.atleast_1d(hi)
 
 
+def intervals_apart(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    """Whether two intervals ``(low, high)`` do not overlap: the project's (conservative) test of "a real
+    difference" between two estimates with their own 95 % intervals."""
+    return bool(a[0] > b[1] or b[0] > a[1])
+
+
 def wilson_interval(k: float, n: int, confidence: float = 0.95) -> tuple[float, float]:
     """Wilson score interval of a binomial proportion ``k / n`` (as fractions). ``k`` may be fractional (ties
     counted as half a success): the share itself is used, never a count rounded down."""

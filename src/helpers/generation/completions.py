@@ -29,7 +29,7 @@ from helpers.core.artifacts import fingerprint, read_jsonl, run_step, sha256_fil
 from helpers.core.hardware import compute_device
 from helpers.core.progress import progress as progress_bar
 from helpers.data.budgets import CorpusEntry
-from helpers.data.corpora import EOT  # the end-of-text token (also completions.EOT)
+from helpers.data.corpora import EOT  # noqa: F401 - the end-of-text token, also completions.EOT
 from helpers.data.tokenizers import end_of_text_id, load_tokenizer
 from helpers.generation.decoding import Decoding, sample_next
 from helpers.models.decoder import cache_kwarg, context_length, load_decoder, output_cache

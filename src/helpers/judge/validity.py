@@ -27,7 +27,6 @@ import random
 import re
 from typing import Any, Mapping, Sequence
 
-import numpy as np
 import pandas as pd
 
 from helpers.core.stats import bootstrap_mean_interval, mean_interval, wilson_interval  # bootstrap_mean_interval: also self-BLEU's

@@ -10,16 +10,13 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from helpers.core.stats import intervals_apart
 from helpers.evaluation.zero_shot import chance_verdict
 from helpers.report.reporting import fmt_interval
 
 
 def _names(names: Sequence[str]) -> str:
     return ", ".join(names) if names else "none"
-
-
-def _apart(lo_a: float, hi_a: float, lo_b: float, hi_b: float) -> bool:
-    return lo_a > hi_b or lo_b > hi_a
 
 
 def evaluation(intervals: pd.DataFrame, glue: Mapping[str, tuple[float, float, float]] | None = None,
@@ -64,7 +61,7 @@ def evaluation(intervals: pd.DataFrame, glue: Mapping[str, tuple[float, float, f
             if (without, task) in acc and (with_gen, task) in acc:
                 a, b = acc[(without, task)], acc[(with_gen, task)]
                 diffs.append(f"{task} {b[0] - a[0]:+.1f}")
-                if _apart(a[1], a[2], b[1], b[2]) and abs(b[0] - a[0]) > noise.get(task, 0.0):
+                if intervals_apart(a[1:], b[1:]) and abs(b[0] - a[0]) > noise.get(task, 0.0):
                     apart.append(task)
         if diffs:
             seeds = ("; two seeds of one mix lie " + ", ".join(f"{t} {g:.1f}" for t, g in noise.items())
@@ -103,7 +100,7 @@ def story_evaluation(judge: pd.DataFrame | None, criteria: Sequence[str], themed
                 if c not in d.columns:
                     continue
                 top, low = d.loc[d[c].idxmax()], d.loc[d[c].idxmin()]
-                apart = _apart(top[f"{c} low"], top[f"{c} high"], low[f"{c} low"], low[f"{c} high"])
+                apart = intervals_apart((top[f"{c} low"], top[f"{c} high"]), (low[f"{c} low"], low[f"{c} high"]))
                 out.append(f"judge, {c} ({decoding}): highest {top.model} {top[c]:.2f} "
                            f"{fmt_interval(top[f'{c} low'], top[f'{c} high'], 2)}, lowest {low.model} {low[c]:.2f} "
                            f"{fmt_interval(low[f'{c} low'], low[f'{c} high'], 2)}: "

@@ -13,6 +13,7 @@ from typing import Mapping, Sequence
 import pandas as pd
 
 from helpers.analysis.lexicon import SPECIALIST_CLASSES
+from helpers.core.stats import intervals_apart
 from helpers.diversity.self_bleu import k_choice_label
 from helpers.evaluation.zero_shot import chance_verdict  # the one rule for "above chance" (also interval_table's)
 from helpers.report.reporting import fmt_interval
@@ -21,7 +22,7 @@ CHANCE_WORDS = {"yes": "above chance", "below": "below chance", "no": "not disti
 
 
 def _separated(a: pd.Series, b: pd.Series) -> bool:
-    return bool(a["ci_low"] > b["ci_high"] or b["ci_low"] > a["ci_high"])
+    return intervals_apart((a["ci_low"], a["ci_high"]), (b["ci_low"], b["ci_high"]))
 
 
 def data_budgets(stats: pd.DataFrame, repairs: pd.DataFrame, budgets_table: pd.DataFrame, mixes: pd.DataFrame,
