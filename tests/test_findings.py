@@ -8,7 +8,7 @@ matplotlib.use("Agg")
 import pandas as pd
 import pytest
 
-from helpers.report import findings, reporting
+from helpers.report import architecture_findings, findings, interpret_findings, reporting
 from helpers.diversity import self_bleu
 from helpers.diversity.continuation_health import continuation_health
 from helpers.evaluation.zero_shot import interval_table
@@ -115,14 +115,14 @@ def test_sweep_sentences():
         {"model": "h64-l4", "hidden": 64, "layers": 4, "heads": 4, "best valid loss": 4.81},
         {"model": "h128-l4", "hidden": 128, "layers": 4, "heads": 4, "best valid loss": 4.4},
     ])
-    s = findings.sweep(t)
+    s = architecture_findings.sweep(t)
     assert s[0] == "lowest held-out loss at equal tokens: h128-l4 (4.400)"
     assert "layers 2: loss falls with hidden" in s[1]
     assert any("hidden 64: loss does not change beyond noise with layers" in x for x in s)
     # a heads slice beside the grid: the grid keeps its width/depth sentences, the slice gets its own
     t = pd.concat([t, pd.DataFrame([{"model": "h128-l4-a2", "hidden": 128, "layers": 4, "heads": 2, "best valid loss": 4.6},
                                     {"model": "h256-l4", "hidden": 256, "layers": 4, "heads": 4, "best valid loss": 4.5}])])
-    s = findings.sweep(t)
+    s = architecture_findings.sweep(t)
     assert any(x.startswith("layers 4: loss is lowest at hidden 128") for x in s)
     assert any(x.startswith("hidden 128: loss falls with layers") for x in s)
     assert any("heads [2, 4] change the loss by 0.200" in x for x in s)
@@ -132,26 +132,26 @@ def test_sweep_sentences():
 def test_sweep_caveat_names_the_tuned_width_lr_and_steps():
     t = pd.DataFrame([{"hidden": h, "heads": 4, "best valid loss": l} for h, l in [(64, 5.0), (128, 4.7), (256, 4.9)]]
                      + [{"hidden": 128, "heads": 2, "best valid loss": 4.0}])  # a heads slice: not the width grid
-    s = findings.sweep_caveat(t, 128, 3e-3, 100)
+    s = architecture_findings.sweep_caveat(t, 128, 3e-3, 100)
     assert "learning rate 0.003, chosen for its hidden-128 model (the cpu profile's was tuned on it), for 100 steps" in s
     assert s.endswith("the lowest loss at hidden 128 may reflect that tuning rather than the width")
-    s = findings.sweep_caveat(t.assign(**{"best valid loss": [4.6, 4.7, 4.9, 4.0]}), 128, 3e-3, 100)
+    s = architecture_findings.sweep_caveat(t.assign(**{"best valid loss": [4.6, 4.7, 4.9, 4.0]}), 128, 3e-3, 100)
     assert s.endswith("the lowest loss is nevertheless at hidden 64")
 
 def test_interpretability_sentences():
     heads = pd.DataFrame({"model": ["m"] * 4, "layer": [0, 0, 1, 1], "label": ["positional", "semantic", "positional", "semantic"]})
-    assert findings.attention_heads(heads) == ["m: 2 of 4 heads positional (layer 0, layer 1); 2 semantic or mixed"]
+    assert interpret_findings.attention_heads(heads) == ["m: 2 of 4 heads positional (layer 0, layer 1); 2 semantic or mixed"]
     total = pd.DataFrame([{"model": "m", "top tokens": "all", "specialists": 30, "neurons": 100, "expected by chance": 2.0},
                           {"model": "m", "top tokens": "distinct", "specialists": 5, "neurons": 100, "expected by chance": 4.0}])
-    s = findings.specialists(total)
+    s = interpret_findings.specialists(total)
     assert "against a floor of 2.0 expected by chance (a floor, not a fair null" in s[0]  # notebook 06's markdown
     assert "more than chance" not in s[0]  # no verdict against a floor
     assert s[1].endswith("not clearly more than chance")
     total = total.assign(**{"top tokens": "distinct", "expected by chance": 1.0})
-    assert findings.specialists(total)[0].endswith(": more than chance")
+    assert interpret_findings.specialists(total)[0].endswith(": more than chance")
     classes = {"noun": 3, "verb": 4, "adjective": 1, "name": 1, "punctuation": 1}
     total = total.assign(**classes, **{"other class": [20, 2], "specialists": [30, 12]})
-    s = findings.specialists(total)
+    s = interpret_findings.specialists(total)
     assert 'the largest group, 20 of the 30 (67 %), are "other class"' in s[0]
     assert "other class" not in s[1]  # 2 of 12: not the bulk, not said
 
@@ -278,11 +278,11 @@ def _sweep_blimp(rows):
 def test_blimp_intervals_sentences():
     # the cpu reference run's intervals (reports/cpu/tables/02b_sweep.csv, rounded): all cover 50
     t = _sweep_blimp([("h64-l2-a4", 50.0, 47.83, 52.24), ("h128-l2-a4", 51.94, 49.63, 54.33), ("h256-l2-a4", 49.55, 47.24, 51.79)])
-    s = findings.blimp_intervals(t)
+    s = architecture_findings.blimp_intervals(t)
     assert s[0].startswith("BLiMP 95 % intervals are ±2.2–2.3 points wide") and "3 models" in s[0]
     assert s[1].startswith("every interval covers chance (50)")
     t2 = _sweep_blimp([("a", 56.0, 54.0, 58.0), ("b", 45.0, 43.0, 47.0), ("c", 50.0, 48.0, 52.0)])
-    s2 = findings.blimp_intervals(t2)
+    s2 = architecture_findings.blimp_intervals(t2)
     assert not any("every interval covers chance" in x for x in s2)
     assert "above chance (50): a; below: b; the other 1 intervals cover chance" in s2[1]
     assert s2[0].startswith("BLiMP 95 % intervals are ±2.0 points wide") and "3 models" in s2[0]  # one width
@@ -299,15 +299,15 @@ def _contrast(**contrastive):
 
 
 def test_contrastive_sentences_count_wins_ties_and_chance():
-    s = findings.contrastive(_contrast())
+    s = architecture_findings.contrastive(_contrast())
     assert s[0].startswith("plain: gives the original story the higher log-probability in 64.5 % of 200 stories")
     assert "(129 wins, 71 losses, no ties): above chance" in s[0] and "+0.0088" in s[0]
     assert "(100 wins, 100 losses, no ties): not distinguishable from chance" in s[1] and "-0.0003" in s[1]
     assert s[2] == "contrastive − plain: best held-out loss +0.406 nats/token, order preference -14.5 points"
     assert s[3].startswith("themed suites (factual, reasoning): every score is 0 for every model")
-    tied = findings.contrastive(_contrast(**{"order wins": 90, "order ties": 20, "order losses": 90}))
+    tied = architecture_findings.contrastive(_contrast(**{"order wins": 90, "order ties": 20, "order losses": 90}))
     assert "(90 wins, 90 losses, 20 ties (counted half))" in tied[1]
-    scored = findings.contrastive(_contrast(**{"themed factual": 0.25}))
+    scored = architecture_findings.contrastive(_contrast(**{"themed factual": 0.25}))
     assert not any(x.startswith("themed suites") for x in scored)
 
 
@@ -404,3 +404,71 @@ def test_story_evaluation_sentences():
     judge.loc[1, "creativity low"] = 4.15
     assert "overlapping" in eval_findings.story_evaluation(judge, ["creativity"], themed)[0]
     assert eval_findings.story_evaluation(None, [], themed)[0] == "no judge grades in this run"
+
+
+def test_power_law_sentence_reads_the_exponent_interval():
+    from helpers.analysis.architecture import fit_power_law
+    c = [1e12, 2e12, 4e12, 8e12, 16e12]
+    fit = fit_power_law(c, [5.0 * (x / 1e12) ** -0.1 * (1 + 0.002 * (-1) ** i) for i, x in enumerate(c)])
+    s = architecture_findings.power_law(fit)
+    assert "on the 5 frontier points" in s and "the loss falls with compute" in s
+    flat = fit_power_law(c, [5.0, 5.1, 4.9, 5.05, 4.95])  # no trend: the interval covers 0
+    assert "the interval covers 0: no scaling is shown" in architecture_findings.power_law(flat)
+    two = fit_power_law(c[:2], [5.0, 4.8])
+    assert "too few for an interval" in architecture_findings.power_law(two)
+
+
+def test_compressor_and_memory_sentences():
+    col = "held-out loss, tokens 2..T-1"
+    t = pd.DataFrame([{"model": "GPT-Neo", "parameters": 1_000_000, col: 4.72},
+                      {"model": "compressor", "parameters": 1_160_000, col: 5.49}])
+    s = architecture_findings.compressor(t, 100)
+    assert s == ["compressor − GPT-Neo held-out loss on the same tokens: +0.770 nats/token (worse; one run each, "
+                 "differences under 0.03 nats count as noise), with 1.16× the parameters and the same 100 steps"]
+    assert "(within noise;" in architecture_findings.compressor(t.assign(**{col: [4.72, 4.70]}), 100)[0]
+    assert "(better;" in architecture_findings.compressor(t.assign(**{col: [4.72, 4.60]}), 100)[0]
+    assert "no GPT-Neo twin" in architecture_findings.compressor(t.iloc[1:], 100)[0]
+    # the cpu reference run's ratios (reports/cpu/tables/02b_memory_ratio.csv, rounded)
+    r = pd.DataFrame({"width": [128, 128, 128, 256, 256, 256], "batch": [2, 8, 32, 2, 8, 32],
+                      "compressor / GPT-Neo": [0.80, 0.82, 0.83, 0.52, 0.70, 0.76]})
+    m = architecture_findings.memory(r)
+    assert m[0] == ("peak training memory, compressor / GPT-Neo: 0.52–0.83 over 6 (width, batch) sizes; the largest "
+                    "saving (48%) at width 256, batch 2")
+    assert m[1].startswith("width 128: the saving shrinks as the batch grows (batch 2 0.80 → batch 8 0.82")
+    assert architecture_findings.memory(r.assign(**{"compressor / GPT-Neo": [0.9, 0.8, 0.85, 0.5, 0.4, 0.3]}))[2] \
+        .startswith("width 256: the saving grows")
+    assert "is not monotone" in architecture_findings.memory(r.assign(**{"compressor / GPT-Neo": [0.9, 0.8, 0.85, 0.5, 0.4, 0.3]}))[1]
+    assert architecture_findings.memory(pd.DataFrame())[0].startswith("no memory ratio")
+
+
+def _summary(small_spec, large_spec, n=2048):
+    return pd.DataFrame([{"model": "s", "top tokens": "distinct", "specialists": small_spec, "neurons": n, "expected by chance": 70.0},
+                         {"model": "l", "top tokens": "distinct", "specialists": large_spec, "neurons": n, "expected by chance": 70.0}])
+
+
+def test_specialist_comparison_needs_apart_intervals():
+    # the cpu reference run: 507 vs 473 of 2,048 (24.8 % vs 23.1 %): the intervals overlap
+    s = interpret_findings.specialist_comparison(_summary(507, 473), "s", "l")
+    assert len(s) == 1 and s[0].startswith("distinct top tokens: the larger model (l) has not clearly more or fewer")
+    assert "23% [" in s[0] and "Wilson intervals over neurons" in s[0]
+    assert " has fewer specialists" in interpret_findings.specialist_comparison(_summary(600, 400), "s", "l")[0]
+    assert " has more specialists" in interpret_findings.specialist_comparison(_summary(400, 600), "s", "l")[0]
+    assert interpret_findings.specialist_comparison(_summary(400, 600), "s", "missing") == []
+
+
+def test_head_and_paper_observation_lines():
+    heads = pd.DataFrame({"model": ["m"] * 3, "layer": [0, 0, 1], "head": [0, 1, 0],
+                          "label": ["positional", "semantic", "semantic"], "r (lower triangle)": [-0.6, -0.1, 0.2],
+                          "r (full matrix)": [-0.3, -0.3, -0.2], "weight at top offset": [0.2, 0.7, 0.1],
+                          "top offset": [3, 1, 0], "start-token weight": [0.1, 0.2, 0.3]})
+    s = interpret_findings.head_lines(heads, 0.5, {"uniform": -0.25}, 100)
+    assert s[0] == "references (median story, 100 tokens, global layer): uniform r = -0.25"
+    assert s[1].startswith("m: 1 of 3 heads positional (|r| > 0.5); r ranges -0.60 … +0.20")
+    assert "1 heads put ≥ 50 % of their attention on one fixed offset (L0H1: 1 back)" in s[1]
+    assert s[1].endswith("mean start-token weight 0.20")
+    check = pd.DataFrame([{"model": "m", "grouping": "span", "short-range: determiner+punctuation": 0.32,
+                           "long-range: determiner+punctuation": 0.31, "base: determiner+punctuation": 0.27,
+                           "short-range: name+noun": 0.18, "long-range: name+noun": 0.22, "base: name+noun": 0.18,
+                           "function words nearer": False, "names/nouns farther": True}])
+    assert interpret_findings.paper_pattern(check)[0].endswith("→ the paper's pattern holds in part")
+    assert interpret_findings.paper_pattern(check.iloc[:0])[0].startswith("no model has both groups")

@@ -72,6 +72,11 @@ HOMES = {
     "core.html_table": ["styled_table"],
     "core.parallel": ["resolve_workers", "plan_jobs", "describe_jobs", "run_jobs"],
     "report.eval_findings": ["evaluation", "story_evaluation"],
+    # the sentences of each notebook's summary live with the other sentences of its stage
+    "report.architecture_findings": ["sweep", "blimp_intervals", "contrastive", "sweep_caveat", "power_law",
+                                     "compressor", "memory"],
+    "report.interpret_findings": ["attention_heads", "specialists", "head_lines", "paper_pattern",
+                                  "specialist_lines", "specialist_comparison"],
     # HTML is built in the report layer: story_eval grades, the report views render (themed colours, instruct stories)
     "report.story_views": ["colour_table_html", "highlight_words", "instruct_examples_html"],
     # figures live in the report layer: the familiarity table stays in evaluation, its figure is a view
