@@ -2,6 +2,7 @@
 
 Each recipe is notebook 02's decoder (``params/<profile>/02_decoder_training.yaml``) with some settings changed;
 it is trained on one budget (default ``tiny-1M``, built by notebook 01) into ``runs/<profile>/recipes/<name>/``
+(``recipes/<budget>/<name>/`` for another budget)
 with the project's own ``recipes.train_decoder`` (so a finished recipe is skipped on a rerun and the table is
 printed again from its metrics). The table gives, per recipe: the best held-out loss within each wall-clock
 budget (``--minutes``), at each token count (``--tokens``), at the end, and a greedy sample of the best
@@ -87,6 +88,14 @@ RECIPES: dict[str, tuple[str, dict]] = {
                     "fixed_weight_decay": 0.6}),
     "wd0.3": ("the cpu profile's recipe as it is (early stopping included) with weight decay 0.3 (for the other budgets)",
               {"fixed_weight_decay": 0.3}),
+    "seed7-3000": ("chosen-3000 with training seed 7 instead of 42 (other initial weights and batch order): the seed "
+                   "noise of the recipe itself",
+                   {"train": {"steps": 3000, "stop_patience": None, "eval_every": 100, "save_every": 100, "seed": 7}}),
+    "wd0.3-3000-seed7": ("wd0.3-3000 with training seed 7 (does weight decay 0.3's BLiMP gain survive another seed?)",
+                         {"train": {"steps": 3000, "stop_patience": None, "eval_every": 100, "save_every": 100,
+                                    "seed": 7}, "fixed_weight_decay": 0.3}),
+    "seed7": ("the cpu profile's recipe as it is (early stopping included) with training seed 7 (for the other budgets)",
+              {"train": {"seed": 7}}),
     "chosen-full": ("the chosen recipe without early stopping, evaluated every 100 steps (the baseline of the rows above)",
                     {"train": {"stop_patience": None, "eval_every": 100, "save_every": 100}}),
     "chosen": ("the cpu profile's recipe (params/cpu/02_decoder_training.yaml as it is)", {}),
@@ -104,13 +113,20 @@ def merged_params(profile: str, overrides: dict) -> dict:
     return p
 
 
+def recipe_dir(profile: str, budget: str, name: str) -> Path:
+    """Where a recipe trains: ``runs/<profile>/recipes/<name>/`` for tiny-1M (the default budget), and
+    ``runs/<profile>/recipes/<budget>/<name>/`` for any other budget, so one recipe on two budgets is two runs."""
+    root = config.run_dir(profile) / "recipes"
+    return root / name if budget == "tiny-1M" else root / budget / name
+
+
 def run_recipe(profile: str, budget: str, name: str, overrides: dict, train_missing: bool = True):
     p = merged_params(profile, overrides)
     runs = recipes.plan_decoders(config.run_dir(profile), [budget], p["model"], p["train"], p.get("regularisation", "words"),
                                  p.get("word_scale", 1.0), p.get("fixed_dropout", 0.1), p.get("fixed_weight_decay", 0.1),
                                  p.get("valid_blocks"))
     r = runs[budget]
-    out = config.run_dir(profile) / "recipes" / name
+    out = recipe_dir(profile, budget, name)
     if not train_missing and not (out / "train_state.json").is_file():
         return None, r
     res = recipes.train_decoder(f"{name} ({budget})", r.train_data, r.valid_data, r.tokenizer, r.spec, r.cfg, out)
