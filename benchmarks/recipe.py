@@ -153,10 +153,10 @@ def target_scores(profile: str, model_dir: Path, cache: Path) -> dict:
     p3 = config.load_params(profile, "03")
     data = config.run_dir(profile) / "data"
     rows = []
-    for split, stories in (("train", read_corpus(data / f"{p3['models'][0]}.jsonl")),
-                           ("held-out", read_corpus(data / "tiny-heldout.jsonl"))):
-        prompts = G.make_prompts(stories, p3["memorisation_prompts"], tuple(p3["prompt_frac"]), p3["min_words"],
-                                 p3["max_words"], p3["seed"] + 3)
+    prompts_by_split = G.health_prompts(read_corpus(data / f"{p3['models'][0]}.jsonl"), read_corpus(data / "tiny-heldout.jsonl"),
+                                        p3["memorisation_prompts"], p3["prompt_frac"], p3["min_words"], p3["max_words"],
+                                        p3["seed"])
+    for split, prompts in prompts_by_split.items():
         rows += G.cached_completions(cache / f"continuations-{split}.jsonl", model_dir, prompts, D.Decoding("greedy"),
                                      model_name=model_dir.parent.name, max_new_tokens=p3["max_new_tokens"],
                                      batch_size=p3["batch_size"], seed=p3["seed"], progress=False)

@@ -18,7 +18,7 @@ TRICKY = [
 
 @pytest.fixture(scope="module")
 def tiny_model(decoder_tokenizer):
-    eot = decoder_tokenizer.convert_tokens_to_ids(G.EOT)
+    eot = tokenizers.end_of_text_id(decoder_tokenizer)
     spec = decoder.DecoderSpec(hidden=32, layers=2, heads=4, context=128, window=16,
                                vocab_size=len(decoder_tokenizer), dropout=0.0)
     return decoder.build_decoder(spec, seed=3, bos_token_id=eot, eos_token_id=eot, pad_token_id=eot).eval()
@@ -67,7 +67,7 @@ def test_prompt_completion_boundary_is_a_token_boundary(decoder_tokenizer, story
 
 def test_greedy_matches_hf_generate_with_batching_and_padding(tiny_model, decoder_tokenizer, real_stories):
     tok, m = decoder_tokenizer, tiny_model
-    eot = tok.convert_tokens_to_ids(G.EOT)
+    eot = tokenizers.end_of_text_id(tok)
     prompts = G.make_prompts(real_stories, n=7, seed=2, max_words=200)
     ids = [tok(p.prompt, add_special_tokens=False)["input_ids"] for p in prompts]
     assert len({len(x) for x in ids}) > 1, "prompts of different lengths exercise the padding"
@@ -81,7 +81,7 @@ def test_greedy_matches_hf_generate_with_batching_and_padding(tiny_model, decode
 
 def test_sampling_is_seeded_and_independent_of_nothing_else(tiny_model, decoder_tokenizer, real_stories):
     tok, m = decoder_tokenizer, tiny_model
-    eot = tok.convert_tokens_to_ids(G.EOT)
+    eot = tokenizers.end_of_text_id(tok)
     ids = [tok(p.prompt, add_special_tokens=False)["input_ids"] for p in G.make_prompts(real_stories, n=4, seed=1, max_words=200)]
     d = D.Decoding("nucleus", k=3, top_p=0.95)
     a = G.generate(m, ids, d, eot, max_new_tokens=12, batch_size=6, seed=7)
@@ -110,7 +110,7 @@ def test_nucleus_keeps_the_smallest_set_reaching_top_p():
 
 def test_generation_stops_at_eot_and_respects_limits(tiny_model, decoder_tokenizer):
     tok, m = decoder_tokenizer, tiny_model
-    eot = tok.convert_tokens_to_ids(G.EOT)
+    eot = tokenizers.end_of_text_id(tok)
     ids = [tok("Once upon a time", add_special_tokens=False)["input_ids"]]
     out = G.generate(m, ids, D.Decoding("nucleus", k=4), eot, max_new_tokens=9, seed=1)
     assert all(len(c) <= 9 and eot not in c for c in out[0])
@@ -178,7 +178,7 @@ def test_ended_flag_tells_eot_from_the_length_cap(tiny_model, decoder_tokenizer)
     import copy
 
     tok = decoder_tokenizer
-    eot = tok.convert_tokens_to_ids(G.EOT)
+    eot = tokenizers.end_of_text_id(tok)
     prompts = G.make_prompts(["Once upon a time there was a cat. The cat liked milk and naps in the sun every day."],
                              None, (0.3, 0.3), 5, 100, 0)
     for bias, want in ((100.0, True), (-100.0, False)):
@@ -212,3 +212,14 @@ def test_completion_reads_the_cache_without_the_deprecation_warning(tiny_model, 
     out = tiny_model(input_ids=torch.tensor([[1, 2, 3]]), use_cache=True)
     assert decoder.output_cache(out) is not None
     assert not [m for m in said if "deprecated" in str(m)], said
+
+
+def test_health_prompts_are_make_prompts_at_the_offset_seed():
+    # notebook 03 and benchmarks/recipe.py draw the continuation-health prompts through this one helper
+    train = [f"Tom had {i} red balls. He gave one to Sue. She was happy. They played all day in the sun." for i in range(30)]
+    held = [f"Mia saw {i} birds in a tree. They sang a song. Mia sang too. Then the birds flew away home." for i in range(30)]
+    got = G.health_prompts(train, held, 10, (0.15, 0.3), 5, 100, 42)
+    assert list(got) == ["train", "held-out"]
+    assert got["train"] == G.make_prompts(train, 10, (0.15, 0.3), 5, 100, 42 + G.HEALTH_SEED_OFFSET)
+    assert got["held-out"] == G.make_prompts(held, 10, (0.15, 0.3), 5, 100, 42 + G.HEALTH_SEED_OFFSET)
+    assert got["train"] != G.make_prompts(train, 10, (0.15, 0.3), 5, 100, 42)

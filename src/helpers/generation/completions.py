@@ -91,6 +91,19 @@ def make_prompts(
     return out
 
 
+#: added to a notebook's seed for the continuation-health prompts, so they are not the generation prompts' draw
+HEALTH_SEED_OFFSET = 3
+
+
+def health_prompts(train_stories: Sequence[dict] | Sequence[str], heldout_stories: Sequence[dict] | Sequence[str],
+                   n: int, frac: tuple[float, float], min_words: int, max_words: int, seed: int) -> dict[str, list[Prompt]]:
+    """The prompts whose greedy continuations are checked for endings and loops (notebook 03's continuation health,
+    and the recipe benchmark's targets): ``n`` from training stories and ``n`` from held-out ones, drawn as
+    :func:`make_prompts` with ``seed + HEALTH_SEED_OFFSET``. Returns ``{"train": [...], "held-out": [...]}``."""
+    return {split: make_prompts(stories, n, tuple(frac), min_words, max_words, seed + HEALTH_SEED_OFFSET)
+            for split, stories in (("train", train_stories), ("held-out", heldout_stories))}
+
+
 # drop finished rows from a batch (and its KV cache) once at most this share of its rows still runs
 SHRINK_AT = 7 / 8
 
