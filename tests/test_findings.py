@@ -442,8 +442,22 @@ def test_compressor_and_memory_sentences():
 
 
 def _summary(small_spec, large_spec, n=2048):
-    return pd.DataFrame([{"model": "s", "top tokens": "distinct", "specialists": small_spec, "neurons": n, "expected by chance": 70.0},
-                         {"model": "l", "top tokens": "distinct", "specialists": large_spec, "neurons": n, "expected by chance": 70.0}])
+    from helpers.analysis.interpret_tables import specialist_totals
+    per_layer = pd.DataFrame([{"model": m, "top tokens": "distinct", "layer": layer, "noun": k // 2, "verb": 0, "adjective": 0,
+                               "name": 0, "punctuation": 0, "other class": k - k // 2, "specialists": k, "neurons": n // 2,
+                               "expected by chance": 35.0}
+                              for m, total in (("s", small_spec), ("l", large_spec))
+                              for layer, k in ((0, total // 2), (1, total - total // 2))])
+    return specialist_totals(per_layer)
+
+
+def test_specialist_totals_sum_layers_and_add_wilson_intervals():
+    from helpers.core.stats import wilson_interval
+    t = _summary(507, 473)
+    s = t.set_index("model").loc["s"]
+    assert (s.specialists, s.neurons, s["expected by chance"], s.noun) == (507, 2048, 70.0, 126 + 127)
+    assert s["share of neurons"] == 507 / 2048
+    assert (s["share CI low"], s["share CI high"]) == wilson_interval(507, 2048)
 
 
 def test_specialist_comparison_needs_apart_intervals():

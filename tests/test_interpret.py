@@ -231,7 +231,8 @@ HOMES = {
         distance_correlation positional_label reference_correlations MAX_OFFSET story_attention_stats MLPRecorder
         mlp_activations top_activations story_bounds context_bounds ModelAnalysis analysis_fingerprint analyse_model""",
     "analysis.interpret_tables": """head_table target_class_table class_base_rates group_target_classes paper_observation
-        neuron_class_shares chance_specialists token_base_rates specialist_table neuron_examples showcase_neurons""",
+        neuron_class_shares chance_specialists token_base_rates specialist_table specialist_totals neuron_examples
+        showcase_neurons""",
     "report.interpret_views": """neuron_html html_page token_ticks plot_attention_grid plot_correlation_grid CLASS_COLOURS
         plot_class_shares plot_specialists plot_target_classes""",
 }
@@ -285,4 +286,9 @@ def test_plot_specialists_draws_the_chance_count_beside_the_total():
     chance = ax.collections[0].get_segments()[0]
     assert list(chance[:, 1]) == [0.2, 0.2] and chance[:, 0].min() > 1.5  # over the "all specialists" group
     assert "chance" in [t.get_text() for t in fig.legends[0].get_texts()]
+    plt.close(fig)
+    # with specialist_totals' interval columns, the "all specialists" bars carry their error bars
+    fig = views.plot_specialists(total.assign(**{"share CI low": 0.31, "share CI high": 0.5}), classes, 20, "t")
+    vertical = [seg for c in fig.axes[1].collections for seg in c.get_segments() if seg[0, 0] == seg[1, 0]]
+    assert len(vertical) == 2 and {tuple(round(v, 3) for v in seg[:, 1]) for seg in vertical} == {(0.31, 0.5)}
     plt.close(fig)

@@ -12,6 +12,7 @@ from scipy.stats import binom
 
 from helpers.analysis.interpret import ModelAnalysis, context_bounds, display_token, positional_label, top_activations
 from helpers.analysis.lexicon import ATTENTION_CLASSES, CLASSES, SPECIALIST_CLASSES, attention_class
+from helpers.core.stats import wilson_interval
 
 # ----------------------------------------------------------------------------- tables
 
@@ -160,6 +161,20 @@ def specialist_table(shares: "pd.DataFrame", threshold: float, base_rates: dict[
         row["expected by chance"] = len(g) * sum(p.values())
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def specialist_totals(spec: "pd.DataFrame", confidence: float = 0.95) -> "pd.DataFrame":  # noqa: F821
+    """:func:`specialist_table` summed over layers, per model and top-token mode: the counts by class, the
+    specialists, neurons and number expected by chance, the share of neurons and its Wilson interval ("share CI
+    low"/"share CI high"; neurons treated as independent draws: the interval covers neither training seeds nor the
+    choice of stories)."""
+    cols = SPECIALIST_CLASSES + ["other class", "specialists", "neurons", "expected by chance"]
+    total = spec.groupby(["model", "top tokens"], sort=False)[cols].sum().reset_index()
+    total["share of neurons"] = total.specialists / total.neurons
+    ci = [wilson_interval(int(k), int(n), confidence) for k, n in zip(total.specialists, total.neurons)]
+    total["share CI low"] = [lo for lo, _ in ci]
+    total["share CI high"] = [hi for _, hi in ci]
+    return total
 
 
 def neuron_examples(a: ModelAnalysis, layer: int, neuron: int, idx: np.ndarray, vals: np.ndarray,

@@ -9,7 +9,7 @@ from typing import Mapping, Sequence
 import pandas as pd
 
 from helpers.analysis.lexicon import SPECIALIST_CLASSES
-from helpers.core.stats import intervals_apart, wilson_interval
+from helpers.core.stats import intervals_apart
 
 
 def attention_heads(heads: pd.DataFrame) -> list[str]:
@@ -104,22 +104,22 @@ def specialist_lines(summary: pd.DataFrame) -> list[str]:
 
 
 def specialist_comparison(summary: pd.DataFrame, small: str, large: str,
-                          lists: Sequence[str] = ("all", "distinct"), confidence: float = 0.95) -> list[str]:
-    """Does the larger model have more specialist neurons per neuron than the smaller, per top-token list? Each share
-    gets its Wilson interval over neurons; "more"/"fewer" only where the two intervals do not overlap (the interval
-    treats neurons as independent draws and covers neither training seeds nor the choice of stories)."""
+                          lists: Sequence[str] = ("all", "distinct")) -> list[str]:
+    """Does the larger model have more specialist neurons per neuron than the smaller, per top-token list? Reads the
+    shares and their intervals from :func:`helpers.analysis.interpret_tables.specialist_totals` ("share of
+    neurons", "share CI low"/"share CI high"); "more"/"fewer" only where the two intervals do not overlap."""
     out = []
     for mode in lists:
         t = summary[summary["top tokens"] == mode].set_index("model")
         if small not in t.index or large not in t.index:
             continue
-        ci = {m: wilson_interval(int(t.at[m, "specialists"]), int(t.at[m, "neurons"]), confidence) for m in (small, large)}
-        share = {m: t.at[m, "specialists"] / t.at[m, "neurons"] for m in (small, large)}
+        ci = {m: (t.at[m, "share CI low"], t.at[m, "share CI high"]) for m in (small, large)}
+        share = {m: t.at[m, "share of neurons"] for m in (small, large)}
         if intervals_apart(ci[small], ci[large]):
             word = "more" if share[large] > share[small] else "fewer"
         else:
             word = "not clearly more or fewer (intervals overlap)"
         out.append(f"{mode} top tokens: the larger model ({large}) has {word} specialists per neuron than the smaller "
                    f"({small}): {share[large]:.0%} [{ci[large][0]:.0%}, {ci[large][1]:.0%}] vs {share[small]:.0%} "
-                   f"[{ci[small][0]:.0%}, {ci[small][1]:.0%}] ({confidence:.0%} Wilson intervals over neurons)")
+                   f"[{ci[small][0]:.0%}, {ci[small][1]:.0%}] (95 % Wilson intervals over neurons)")
     return out

@@ -192,7 +192,8 @@ def plot_specialists(total: "pd.DataFrame", classes: Sequence[str], top_k: int, 
     per model in each group (``classes``, e.g. the specialist classes and "other class", then every specialist
     together), with the number expected by chance (``expected by chance / neurons``, a count over all classes) drawn
     as a black bar over the "all specialists" group. ``total`` has columns model, "top tokens", the ``classes``,
-    specialists, neurons, "expected by chance" (notebook 06's summary). The legend sits below the panels."""
+    specialists, neurons, "expected by chance" (notebook 06's summary) and, where present, "share CI low"/"share CI
+    high", drawn as an error bar on the "all specialists" bar. The legend sits below the panels."""
     modes = list(dict.fromkeys(total["top tokens"]))
     models = list(dict.fromkeys(total["model"]))
     groups = [*classes, "all specialists"]
@@ -208,6 +209,9 @@ def plot_specialists(total: "pd.DataFrame", classes: Sequence[str], top_k: int, 
             shares = [r[c] / r["neurons"] for c in classes] + [r["specialists"] / r["neurons"]]
             xi = x + (i - (len(models) - 1) / 2) * width
             ax.bar(xi, shares, width, label=model, color=f"C{i}")
+            if "share CI low" in t.columns:  # the interval of "all specialists" (specialist_totals)
+                ax.errorbar(xi[-1], shares[-1], yerr=[[shares[-1] - r["share CI low"]], [r["share CI high"] - shares[-1]]],
+                            color="0.25", capsize=3, lw=1)
             ax.hlines(r["expected by chance"] / r["neurons"], xi[-1] - width / 2, xi[-1] + width / 2, color="k", lw=2.5,
                       label=chance_label if i == 0 else None)
         ax.set_xticks(x, groups)
