@@ -372,6 +372,12 @@ def test_evaluation_summary_sentences():
     assert s[5].endswith("two seeds of one mix lie BLiMP 3.0, Supp. 1.0 points apart")
     assert s[6] == ("against the authors' rows (trained on 10x our words, with a larger model): ours are lower in 2 of 2 "
                     "printed comparisons, by a median of 6.2 points")
+    # with the seed-7 twin fine-tuned, GLUE has its own seed gap: a 4.0 drop beyond a 5.0 gap is not an effect
+    twin = eval_findings.evaluation(iv, {**glue, "base (seed 7)": (42.0, 40.0, 44.0)}, 44.0, [("base", "gen")],
+                                    {"base (seed 7)": "base"})
+    gen = next(x for x in twin if x.startswith("generated stories"))
+    assert "none beyond both the intervals and the seed gap" in gen
+    assert gen.endswith("two seeds of one mix lie BLiMP 3.0, Supp. 1.0, GLUE 5.0 points apart")
     iv2 = iv.copy()
     iv2.loc[(iv2.model == "gen") & (iv2.task == "BLiMP"), ["accuracy", "ci_low", "ci_high"]] = [57.5, 56.5, 58.5]
     s = eval_findings.evaluation(iv2, None, None, [("base", "gen")], {"base (seed 7)": "base"})

@@ -52,7 +52,7 @@ def evaluation(intervals: pd.DataFrame, glue: Mapping[str, tuple[float, float, f
     acc.update({(m, "GLUE"): v for m, v in (glue or {}).items()})
     noise = {}
     for rep, base in (replicates or {}).items():
-        for task in dict.fromkeys(intervals["task"]):
+        for task in [*dict.fromkeys(intervals["task"]), "GLUE"]:
             if (rep, task) in acc and (base, task) in acc:
                 noise[task] = max(noise.get(task, 0.0), abs(acc[(rep, task)][0] - acc[(base, task)][0]))
     for without, with_gen in generated:
