@@ -117,9 +117,10 @@ def specialist_comparison(summary: pd.DataFrame, small: str, large: str,
         share = {m: t.at[m, "share of neurons"] for m in (small, large)}
         if intervals_apart(ci[small], ci[large]):
             word = "more" if share[large] > share[small] else "fewer"
+            head = f"the larger model ({large}) has {word} specialists per neuron than the smaller ({small})"
         else:
-            word = "not clearly more or fewer (intervals overlap)"
-        out.append(f"{mode} top tokens: the larger model ({large}) has {word} specialists per neuron than the smaller "
-                   f"({small}): {share[large]:.0%} [{ci[large][0]:.0%}, {ci[large][1]:.0%}] vs {share[small]:.0%} "
-                   f"[{ci[small][0]:.0%}, {ci[small][1]:.0%}] (95 % Wilson intervals over neurons)")
+            head = (f"the larger model ({large}) and the smaller ({small}) have as many specialists per neuron within "
+                    "their intervals")
+        out.append(f"{mode} top tokens: {head}: {share[large]:.0%} [{ci[large][0]:.0%}, {ci[large][1]:.0%}] vs "
+                   f"{share[small]:.0%} [{ci[small][0]:.0%}, {ci[small][1]:.0%}] (95 % Wilson intervals over neurons)")
     return out
