@@ -97,6 +97,12 @@ RECIPES: dict[str, tuple[str, dict]] = {
     "wd0.3-3000-seed7": ("wd0.3-3000 with training seed 7 (does weight decay 0.3's BLiMP gain survive another seed?)",
                          {"train": {"steps": 3000, "stop_patience": None, "eval_every": 100, "save_every": 100,
                                     "seed": 7}, "fixed_weight_decay": 0.3}),
+    "wd0.3-4000": ("wd0.3-3000 over 4000 steps (16.4M tokens: does BLiMP keep rising with tokens at weight decay 0.3?)",
+                   {"train": {"steps": 4000, "stop_patience": None, "eval_every": 100, "save_every": 100},
+                    "fixed_weight_decay": 0.3}),
+    "wd0.3-4000-seed7": ("wd0.3-4000 with training seed 7",
+                         {"train": {"steps": 4000, "stop_patience": None, "eval_every": 100, "save_every": 100,
+                                    "seed": 7}, "fixed_weight_decay": 0.3}),
     "wd0.3-seed7": ("the cpu profile's recipe with weight decay 0.3 and training seed 7 (for the other budgets)",
                     {"train": {"seed": 7}, "fixed_weight_decay": 0.3}),
     "seed7": ("the cpu profile's recipe with weight decay 0.1 (early stopping included) and training seed 7 (for the "
