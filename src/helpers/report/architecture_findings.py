@@ -9,6 +9,7 @@ import math
 import pandas as pd
 
 from helpers.evaluation.zero_shot import chance_verdict
+from helpers.report.findings import CHANCE_WORDS
 
 
 def sweep(table: pd.DataFrame, noise: float = 0.03) -> list[str]:
@@ -77,8 +78,7 @@ def contrastive(table: pd.DataFrame, chance: float = 50.0) -> list[str]:
         out.append(f"{r.model}: gives the original story the higher log-probability in {r['prefers original (%)']:.1f} % "
                    f"of {n} stories [{r['prefers CI low']:.1f}, {r['prefers CI high']:.1f}] ({int(r['order wins'])} wins, "
                    f"{int(r['order losses'])} losses, {ties}): "
-                   + {"yes": "above chance", "below": "below chance",
-                      "no": "not distinguishable from chance"}[verdict]
+                   + CHANCE_WORDS[verdict]
                    + f"; held-out loss shuffled − original {gap:+.4f} nats/token")
     if {"plain", "contrastive"} <= set(table.model):
         d = table.set_index("model")

@@ -93,12 +93,12 @@ def paper_pattern(check: pd.DataFrame) -> list[str]:
 def specialist_lines(summary: pd.DataFrame) -> list[str]:
     """Per model and top-token list, the specialist counts by class (notebook 06's specialist summary: model, "top
     tokens", the :data:`~helpers.analysis.lexicon.SPECIALIST_CLASSES` columns, "other class", specialists, neurons,
-    "expected by chance")."""
+    "expected by chance", "share of neurons": :func:`helpers.analysis.interpret_tables.specialist_totals`)."""
     out = []
     for v in summary.to_dict("records"):
         by_class = ", ".join(f"{c} {v[c]}" for c in SPECIALIST_CLASSES + ["other class"] if c in v)
         out.append(f"{v['model']} ({v['top tokens']} top tokens): {v['specialists']} of {v['neurons']} neurons are "
-                   f"specialists ({v['specialists'] / v['neurons']:.0%}; {v['expected by chance']:.1f} expected by "
+                   f"specialists ({v['share of neurons']:.0%}; {v['expected by chance']:.1f} expected by "
                    f"chance): {by_class}")
     return out
 
