@@ -103,6 +103,19 @@ RECIPES: dict[str, tuple[str, dict]] = {
     "wd0.3-4000-seed7": ("wd0.3-4000 with training seed 7",
                          {"train": {"steps": 4000, "stop_patience": None, "eval_every": 100, "save_every": 100,
                                     "seed": 7}, "fixed_weight_decay": 0.3}),
+    "h256-wd0.3-3000": ("wd0.3-3000 with a 4x larger transformer body (hidden 256, 4 heads of 64; ~4.2M parameters "
+                        "beside the embeddings): do loops fall and BLiMP rise with size at the same tokens? (not measured yet)",
+                        {"model": {"hidden": 256}, "train": {"steps": 3000, "stop_patience": None, "eval_every": 100,
+                                                             "save_every": 100}, "fixed_weight_decay": 0.3}),
+    "h256-lr1e-3-wd0.3-3000": ("h256-wd0.3-3000 with a third of the learning rate (peak 1e-3, to 1e-4), in case the "
+                               "wider model needs a smaller step (not measured yet)",
+                               {"model": {"hidden": 256}, "train": {"steps": 3000, "lr": 1e-3, "min_lr": 1e-4,
+                                                                    "stop_patience": None, "eval_every": 100,
+                                                                    "save_every": 100}, "fixed_weight_decay": 0.3}),
+    "L8-wd0.3-3000": ("wd0.3-3000 twice as deep (8 layers, global/local alternating; hidden 128): depth instead of "
+                      "width at about the same added cost on a CPU (not measured yet)",
+                      {"model": {"layers": 8}, "train": {"steps": 3000, "stop_patience": None, "eval_every": 100,
+                                                         "save_every": 100}, "fixed_weight_decay": 0.3}),
     "wd0.3-seed7": ("the cpu profile's recipe with weight decay 0.3 and training seed 7 (for the other budgets)",
                     {"train": {"seed": 7}, "fixed_weight_decay": 0.3}),
     "seed7": ("the cpu profile's recipe with weight decay 0.1 (early stopping included) and training seed 7 (for the "

@@ -40,6 +40,9 @@ HOMES = {
     "diversity.ngram_index": ["Match", "SharedRun", "NGramIndex", "longest_common_substring_words"],
     "diversity.memorisation": ["max_rouge2_train", "NAME", "corpus_names", "mask_names", "template_matches"],
     "diversity.continuation_health": ["repeated_run", "continuation_health"],
+    # repetition measured there, trained away here (sequence-level unlikelihood fine-tuning of the decoders)
+    "diversity.unlikelihood": ["UnlikelihoodConfig", "UnlikelihoodResult", "repeated_ngram_mask", "unlikelihood_loss",
+                               "probe", "finetune", "finetune_decoder", "history_rows"],
     "core.stats": ["bootstrap_mean_interval", "wilson_interval", "intervals_apart"],
     # evaluation.py kept pairs -> rows, summaries, the top level and the paper comparison; minimal_pairs.TASKS and
     # TASK_NAMES are not listed because finetune has its own (the GLUE tasks), another concept with the same names

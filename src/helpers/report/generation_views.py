@@ -114,3 +114,24 @@ def plot_continuation_health(pooled, max_new_tokens: int, context: int | None = 
     fig.suptitle(wrap(f"Greedy continuations per decoder ({int(pooled.completions.iloc[0])} each)\n{cap}", FIGURE_WIDTH,
                       font_pt(key="figure.titlesize")))
     return fig
+
+
+def plot_repetition_probes(history, palette: Mapping[str, object]):
+    """Notebook 02's repetition fine-tuning, one line per budget over the fine-tuning steps (rows of
+    :func:`helpers.diversity.unlikelihood.history_rows`): the share of held-out greedy continuations that loop
+    (left) and the held-out loss (right); the checkpoint kept is circled. Step 0 is the plain model."""
+    fig, axes, inches = panels(2, FIGURE_WIDTH / 2, 3.0, extra_height=0.5)
+    for budget, h in history.groupby("budget", sort=False):
+        c = palette.get(budget)
+        for ax, col, scale in ((axes[0], "loops", 100.0), (axes[1], "valid loss", 1.0)):
+            ax.plot(h.step, h[col] * scale, marker=".", color=c, label=budget)
+            kept = h[h.chosen]
+            ax.scatter(kept.step, kept[col] * scale, s=80, facecolors="none", edgecolors=[c], linewidths=1.5)
+    n = int(history["probe prompts"].iloc[0])
+    axes[0].set(xlabel="fine-tuning step", ylabel="% that loop (repeated 6-word run)", ylim=(0, 100),
+                title=wrap(f"greedy continuations of {n} held-out prompts", inches))
+    axes[1].set(xlabel="fine-tuning step", ylabel="held-out loss (nats/token)", title=wrap("held-out loss", inches))
+    axes[0].legend(title="budget", fontsize="small")
+    fig.suptitle(wrap("Repetition fine-tuning (sequence-level unlikelihood); circles: the checkpoint kept",
+                      FIGURE_WIDTH, font_pt(key="figure.titlesize")))
+    return fig

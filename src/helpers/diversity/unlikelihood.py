@@ -1,0 +1,282 @@
+"""Repetition fine-tuning: sequence-level unlikelihood training (Welleck et al. 2020, "Neural Text Generation with
+Unlikelihood Training") of a trained decoder, so that its greedy continuations stop looping
+(``docs/methods.md#repetition-fine-tuning``).
+
+Each step completes a batch of training-story prompts greedily (no gradient), marks every token of the
+continuation that lies in an ``ngram``-token run seen earlier in that continuation, and lowers the probability the
+model gives those tokens (``-log(1 - p)``), beside the ordinary next-token loss on a batch of training blocks. Every
+``probe_every`` steps the model completes held-out prompts greedily: the checkpoint with the fewest looping
+continuations (ties: the lower held-out loss) is kept, the starting model included, so the phase can never make
+the probe worse. :func:`finetune_decoder` runs the phase on a decoder of notebook 02 in place: the model the study
+uses stays ``<decoder>/best`` (the fine-tuned one), the best-validation model of plain training moves to
+``<decoder>/mle-best``.
+"""
+from __future__ import annotations
+
+import copy
+import random
+import shutil
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import torch
+
+from helpers.core.artifacts import atomic_path, fingerprint, read_json, write_json
+from helpers.core.config import shown_path
+from helpers.core.hardware import autocast_context, compute_device, resolve_precision
+from helpers.core.progress import progress as progress_bar
+from helpers.data.corpora import PackedBlocks
+from helpers.data.tokenizers import end_of_text_id
+from helpers.diversity.continuation_health import repeated_run
+from helpers.generation import completions as G
+from helpers.generation.decoding import Decoding
+from helpers.models.decoder import load_decoder
+from helpers.training.loop import evaluate, lm_loss, param_groups
+
+GREEDY = Decoding("greedy")
+MARKER = "unlikelihood.json"  # in the decoder's folder: the finished phase's fingerprint and probe history
+MLE_DIR = "mle-best"  # the best-validation model of plain training, once the fine-tuned model replaced it
+
+
+@dataclass(frozen=True)
+class UnlikelihoodConfig:
+    """One repetition fine-tuning phase; ``steps: 0`` turns it off (the paper profile)."""
+
+    steps: int = 0
+    batch_size: int = 32  # prompts completed (and penalised) per step
+    rollout_tokens: int = 128  # new tokens per greedy rollout
+    ngram: int = 4  # a token is penalised when it lies in a run of this many tokens seen earlier in the rollout
+    alpha: float = 1.0  # weight of the unlikelihood term beside the next-token loss
+    lr: float = 5e-5  # constant (AdamW with the decoder's betas and weight decay)
+    mle_batch: int = 16  # training blocks of the next-token loss per step
+    probe_every: int = 25
+    probe_prompts: int = 64  # held-out prompts completed greedily at each probe
+    probe_tokens: int = 256
+    loop_words: int = 6  # a probe continuation loops when a run of this many words repeats (notebook 03's rule)
+    prompt_frac: tuple[float, float] = (0.15, 0.30)  # prompts: stories cut as notebook 03 cuts them
+    min_words: int = 20
+    max_words: int = 300
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.steps < 0 or self.batch_size < 1 or self.rollout_tokens < 1 or self.ngram < 1 or self.mle_batch < 0:
+            raise ValueError(f"invalid repetition fine-tuning config: {self}")
+        if self.alpha < 0 or self.lr <= 0 or self.probe_every < 1 or self.probe_prompts < 1 or self.probe_tokens < 1:
+            raise ValueError(f"invalid repetition fine-tuning config: {self}")
+        object.__setattr__(self, "prompt_frac", tuple(self.prompt_frac))  # a params file gives a list
+
+
+@dataclass
+class UnlikelihoodResult:
+    name: str
+    steps: int
+    chosen_step: int
+    seconds: float
+    history: list[dict] = field(default_factory=list)  # one row per probe: step, ended, loops, valid loss
+
+    def probe(self, step: int) -> dict:
+        return next(h for h in self.history if h["step"] == step)
+
+    @property
+    def before(self) -> dict:
+        return self.probe(0)
+
+    @property
+    def after(self) -> dict:
+        return self.probe(self.chosen_step)
+
+
+def repeated_ngram_mask(ids: Sequence[int], n: int) -> list[bool]:
+    """``mask[i]`` is True when token ``i`` lies in a run of ``n`` tokens that already occurred earlier in ``ids``
+    (the candidates of sequence-level unlikelihood: every token of a repeated n-gram, from its second occurrence)."""
+    if n < 1:
+        raise ValueError(f"n must be positive, got {n}")
+    mask, seen = [False] * len(ids), set()
+    for i in range(len(ids) - n + 1):
+        gram = tuple(ids[i : i + n])
+        if gram in seen:
+            mask[i : i + n] = [True] * n
+        seen.add(gram)
+    return mask
+
+
+def unlikelihood_loss(model, prompts: Sequence[Sequence[int]], continuations: Sequence[Sequence[int]], n: int,
+                      pad_id: int) -> tuple[torch.Tensor, int]:
+    """Mean ``-log(1 - p(token))`` over the continuation tokens in repeated ``n``-grams
+    (:func:`repeated_ngram_mask`), ``p`` from ``model`` reading prompt + continuation; and the number of such tokens
+    (the loss is 0 when there is none). Prompts include their leading ``<|endoftext|>``."""
+    seqs = [list(p) + list(c) for p, c in zip(prompts, continuations)]
+    width = max(len(s) for s in seqs)
+    device = next(model.parameters()).device
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)  # padded on the right: causal attention
+    target = torch.zeros((len(seqs), width), dtype=torch.bool)
+    for r, (p, c, s) in enumerate(zip(prompts, continuations, seqs)):
+        ids[r, : len(s)] = torch.tensor(s)
+        target[r, len(p) : len(s)] = torch.tensor(repeated_ngram_mask(c, n), dtype=torch.bool)
+    count = int(target.sum())
+    if count == 0:
+        return torch.zeros((), device=device), 0
+    ids, target = ids.to(device), target.to(device)
+    h = model.transformer(input_ids=ids, use_cache=False).last_hidden_state  # real tokens never see the padding
+    rows, cols = target[:, 1:].nonzero(as_tuple=True)  # position t predicts token t + 1
+    logits = model.lm_head(h[rows, cols]).float()
+    logp = torch.log_softmax(logits, -1).gather(-1, ids[rows, cols + 1][:, None]).squeeze(-1)
+    one_minus = (-torch.expm1(logp)).clamp(min=1e-5)  # 1 - p, computed stably
+    return -torch.log(one_minus).mean(), count
+
+
+def probe(model, prompt_ids: Sequence[Sequence[int]], tokenizer, valid_data: PackedBlocks | None, cfg: UnlikelihoodConfig,
+          batch_size: int = 64) -> dict:
+    """Greedy continuations of ``prompt_ids``: the share that end with ``<|endoftext|>`` before the cap, the share
+    with a repeated ``loop_words``-word run, and the held-out loss on ``valid_data``."""
+    eot = end_of_text_id(tokenizer)
+    was = model.training
+    model.eval()
+    outs = G.generate(model, prompt_ids, GREEDY, eot, max_new_tokens=cfg.probe_tokens, batch_size=batch_size,
+                      seed=cfg.seed, keep_eot=True)
+    ended = sum(1 for o in outs if o[0][-1:] == [eot])
+    loops = sum(repeated_run(tokenizer.decode([t for t in o[0] if t != eot]), cfg.loop_words) for o in outs)
+    row = {"ended": ended / len(outs), "loops": loops / len(outs), "probe prompts": len(outs)}
+    if valid_data is not None:
+        row["valid loss"] = evaluate(model, valid_data, 16)
+    model.train(was)
+    return row
+
+
+def _better(a: dict, b: dict) -> bool:
+    """Is probe ``a`` better than ``b``: fewer looping continuations, then the lower held-out loss."""
+    return (a["loops"], a.get("valid loss", 0.0)) < (b["loops"], b.get("valid loss", 0.0))
+
+
+def finetune(model, tokenizer, train_prompts: Sequence[Sequence[int]], train_data: PackedBlocks,
+             probe_prompts: Sequence[Sequence[int]], valid_data: PackedBlocks | None, cfg: UnlikelihoodConfig,
+             weight_decay: float = 0.0, betas: tuple[float, float] = (0.9, 0.95), precision: str = "fp32",
+             device: str = "auto", name: str = "decoder", progress: bool = True) -> UnlikelihoodResult:
+    """Run the phase on ``model`` (changed in place to the chosen checkpoint) and return its probe history.
+    ``train_prompts``/``probe_prompts`` are token ids without the leading ``<|endoftext|>``."""
+    if len(train_prompts) < cfg.batch_size:
+        raise ValueError(f"{len(train_prompts)} training prompts for a batch of {cfg.batch_size}")
+    t0 = time.time()
+    dev = compute_device(device)
+    model.to(dev)
+    autocast = autocast_context(resolve_precision(precision, dev), dev)
+    eot = end_of_text_id(tokenizer)
+    torch.manual_seed(cfg.seed)
+    opt = torch.optim.AdamW(param_groups(model, weight_decay), lr=cfg.lr, betas=betas)
+    probe_ids = list(probe_prompts)[: cfg.probe_prompts]
+    history = [{"step": 0, **probe(model, probe_ids, tokenizer, valid_data, cfg)}]
+    best_row, best_state = history[0], copy.deepcopy(model.state_dict())
+    bar = progress_bar(total=cfg.steps, desc=f"{name} (repetition)", unit="step") if progress else None
+    stats = {"ul": 0.0, "mle": 0.0, "penalised": 0, "tokens": 0}
+    for step in range(cfg.steps):
+        rng = random.Random(cfg.seed * 1_000_003 + step)  # a step's prompts depend on (seed, step) only
+        batch = [[eot] + list(train_prompts[i]) for i in rng.sample(range(len(train_prompts)), cfg.batch_size)]
+        model.eval()
+        rollouts = G.generate(model, [b[1:] for b in batch], GREEDY, eot, max_new_tokens=cfg.rollout_tokens,
+                              batch_size=cfg.batch_size, seed=cfg.seed, keep_eot=True)
+        model.train()
+        with autocast():
+            ul, count = unlikelihood_loss(model, batch, [r[0] for r in rollouts], cfg.ngram, eot)
+            mle = lm_loss(model, {k: v.to(dev) for k, v in train_data.batch(step, cfg.mle_batch).items()}) \
+                if cfg.mle_batch else torch.zeros((), device=dev)
+            loss = mle + cfg.alpha * ul
+        if not torch.isfinite(loss):
+            raise FloatingPointError(f"{name}: repetition fine-tuning loss became {float(loss)} at step {step}")
+        opt.zero_grad(set_to_none=True)
+        loss.float().backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        stats["ul"] += float(ul.detach())
+        stats["mle"] += float(mle.detach())
+        stats["penalised"] += count
+        stats["tokens"] += sum(len(r[0]) for r in rollouts)
+        if (step + 1) % cfg.probe_every == 0 or step + 1 == cfg.steps:
+            k = (step % cfg.probe_every) + 1
+            row = {"step": step + 1, **probe(model, probe_ids, tokenizer, valid_data, cfg),
+                   "unlikelihood": stats["ul"] / k, "next-token loss": stats["mle"] / k,
+                   "penalised share": stats["penalised"] / max(1, stats["tokens"])}
+            stats = {"ul": 0.0, "mle": 0.0, "penalised": 0, "tokens": 0}
+            history.append(row)
+            if _better(row, best_row):
+                best_row, best_state = row, copy.deepcopy(model.state_dict())
+            if bar is not None:
+                bar.set_postfix(loops=f"{row['loops']:.2f}", ended=f"{row['ended']:.2f}")
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
+    model.load_state_dict(best_state)
+    model.eval()
+    return UnlikelihoodResult(name, cfg.steps, best_row["step"], time.time() - t0, history)
+
+
+def finetune_decoder(decoder_dir: str | Path, run, train_stories: Sequence[dict] | Sequence[str],
+                     probe_stories: Sequence[dict] | Sequence[str], cfg: UnlikelihoodConfig, progress: bool = True,
+                     log: Callable[[str], None] = print) -> UnlikelihoodResult | None:
+    """Fine-tune notebook 02's decoder in ``decoder_dir`` (its plan ``run``: tokenizer, training blocks, held-out
+    blocks, config) against repetition, or skip when it was already done with the same inputs. Prompts are cut
+    from ``train_stories`` (the budget's own stories) and, for the probes, from ``probe_stories`` (held out), at a
+    fraction drawn from ``cfg.prompt_frac``. ``cfg.steps == 0``: nothing is done and None is returned.
+
+    Files: ``best/`` becomes the fine-tuned model (what every later notebook loads), ``mle-best/`` keeps the
+    best-validation model of plain training, ``unlikelihood.json`` the fingerprint and the probe history. Each
+    move is a rename, and a run interrupted at any point starts the phase again from ``mle-best/`` (or ``best/``
+    when plain training has not been fine-tuned yet)."""
+    if cfg.steps == 0:
+        return None
+    out = Path(decoder_dir)
+    state = read_json(out / "train_state.json")  # plain training must be finished
+    mle_fp = state.get("extra", {}).get("fingerprint")
+    prompts = G.make_prompts(train_stories, None, cfg.prompt_frac, cfg.min_words, cfg.max_words, cfg.seed)
+    probes = G.make_prompts(probe_stories, cfg.probe_prompts, cfg.prompt_frac, cfg.min_words, cfg.max_words, cfg.seed + 1)
+    fp = fingerprint("unlikelihood-v1", mle_fp, asdict(cfg), [p.prompt for p in prompts], [p.prompt for p in probes])
+    marker, best, mle_best = out / MARKER, out / "best", out / MLE_DIR
+    if marker.is_file() and best.is_dir():
+        done = read_json(marker)
+        if done.get("fingerprint") == fp:
+            log(f"[skip] {run.name}: repetition fine-tuning done already with these inputs ({fp})")
+            return UnlikelihoodResult(run.name, done["steps"], done["chosen_step"], done["seconds"], done["history"])
+    # the source is plain training's best model: in mle-best/ when a fine-tuned model (of other params) replaced it
+    stamp = mle_best / "mle_fingerprint.txt"
+    if mle_best.is_dir() and (not stamp.is_file() or stamp.read_text().strip() != mle_fp):
+        shutil.rmtree(mle_best)  # left from plain training that has since been redone
+    if not mle_best.is_dir():
+        with atomic_path(mle_best) as tmp:
+            shutil.copytree(best, tmp)
+            (tmp / "mle_fingerprint.txt").write_text(str(mle_fp))
+    if marker.is_file():
+        marker.unlink()
+    log(f"[run ] {run.name}: repetition fine-tuning, {cfg.steps} steps of {cfg.batch_size} greedy rollouts "
+        f"({len(prompts):,} training prompts, {len(probes)} held-out probe prompts)")
+    tok = run.tokenizer
+    model = load_decoder(mle_best)
+    res = finetune(model, tok, [tok(p.prompt).input_ids for p in prompts], run.train_data,
+                   [tok(p.prompt).input_ids for p in probes], run.valid_data, cfg, run.cfg.weight_decay,
+                   tuple(run.cfg.betas), run.cfg.precision, run.cfg.device, run.name, progress)
+    model.to("cpu")
+    with atomic_path(best) as tmp:  # replaces best/ in one rename; mle-best/ is the source of any rerun
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        write_json(tmp / "best.json", {"repetition_finetuned": True, "chosen_step": res.chosen_step,
+                                       "probe": res.after})
+    write_json(marker, {"fingerprint": fp, "config": asdict(cfg), "steps": res.steps, "chosen_step": res.chosen_step,
+                        "seconds": res.seconds, "history": res.history})
+    b, a = res.before, res.after
+    log(f"[done] {run.name}: probe loops {100 * b['loops']:.0f} % -> {100 * a['loops']:.0f} %, ended "
+        f"{100 * b['ended']:.0f} % -> {100 * a['ended']:.0f} %, held-out loss {b['valid loss']:.3f} -> "
+        f"{a['valid loss']:.3f} (step {res.chosen_step} of {res.steps}; {res.seconds / 60:.1f} min; plain model kept in "
+        f"{shown_path(mle_best)})")
+    return res
+
+
+def history_rows(results: dict[str, UnlikelihoodResult | None]) -> list[dict]:
+    """One row per (decoder, probe) for a table or a figure; the chosen step is flagged."""
+    rows = []
+    for name, res in results.items():
+        if res is None:
+            continue
+        for h in res.history:
+            rows.append({"budget": name, **h, "chosen": h["step"] == res.chosen_step})
+    return rows

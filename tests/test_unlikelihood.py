@@ -1,0 +1,127 @@
+"""Repetition fine-tuning (helpers.diversity.unlikelihood): the candidates, the loss against HF's logits, and the
+phase on a decoder folder (skip, rerun from the plain model, files left)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from helpers.data import tokenizers
+from helpers.diversity import unlikelihood as U
+from helpers.models import decoder
+from helpers.training import recipes
+from helpers.training.loop import TrainConfig
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def test_repeated_ngram_mask_marks_every_token_of_a_repeat():
+    assert U.repeated_ngram_mask([1, 2, 3, 1, 2, 3, 4], 3) == [False, False, False, True, True, True, False]
+    assert U.repeated_ngram_mask([1, 2, 3, 1, 2, 3, 4], 4) == [False] * 7
+    # overlapping repeats: 5 5 5 5 has the 2-gram (5, 5) at 0, 1, 2; tokens 1..3 lie in a second occurrence
+    assert U.repeated_ngram_mask([5, 5, 5, 5], 2) == [False, True, True, True]
+    assert U.repeated_ngram_mask([], 2) == []
+    with pytest.raises(ValueError):
+        U.repeated_ngram_mask([1], 0)
+
+
+@pytest.fixture(scope="module")
+def tiny(decoder_tokenizer):
+    eot = tokenizers.end_of_text_id(decoder_tokenizer)
+    spec = decoder.DecoderSpec(hidden=32, layers=2, heads=4, context=128, window=16,
+                               vocab_size=len(decoder_tokenizer), dropout=0.0)
+    return spec, decoder.build_decoder(spec, seed=5, bos_token_id=eot, eos_token_id=eot, pad_token_id=eot)
+
+
+def test_unlikelihood_loss_matches_hf_logits(tiny, decoder_tokenizer):
+    """The loss reads the model through the fast path, right-padded, without an attention mask: it must equal
+    -log(1 - p) of HF's eager model on each unpadded sequence, averaged over the candidates."""
+    spec, model = tiny
+    eot = tokenizers.end_of_text_id(decoder_tokenizer)
+    prompts = [[eot, 10, 11], [eot, 12]]
+    conts = [[20, 21, 22, 20, 21, 22, 23], [30, 31, 30, 31, 30]]
+    got, count = U.unlikelihood_loss(model.eval(), prompts, conts, 2, eot)
+    ref_terms = []
+    plain = decoder.build_decoder(spec, seed=5, bos_token_id=eot, eos_token_id=eot, pad_token_id=eot)
+    plain.load_state_dict(model.state_dict())
+    decoder.disable_fast_attention(plain)  # HF's eager attention: the reference
+    for p, c in zip(prompts, conts):
+        ids = torch.tensor([p + c])
+        with torch.no_grad():
+            logp = torch.log_softmax(plain(input_ids=ids).logits[0].float(), -1)
+        for j, hit in enumerate(U.repeated_ngram_mask(c, 2)):
+            if hit:
+                pos = len(p) + j
+                ref_terms.append(-torch.log1p(-logp[pos - 1, ids[0, pos]].exp()))
+    assert count == len(ref_terms) == 6
+    assert float(got.detach()) == pytest.approx(float(torch.stack(ref_terms).mean()), rel=1e-5)
+    zero, n = U.unlikelihood_loss(model, [[eot, 1]], [[2, 3, 4]], 2, eot)
+    assert n == 0 and float(zero) == 0.0
+
+
+def test_a_step_on_the_loss_lowers_the_penalised_probabilities(tiny, decoder_tokenizer):
+    spec, model = tiny
+    eot = tokenizers.end_of_text_id(decoder_tokenizer)
+    m = decoder.build_decoder(spec, seed=5, bos_token_id=eot, eos_token_id=eot, pad_token_id=eot)
+    m.load_state_dict(model.state_dict())
+    prompts, conts = [[eot, 10]], [[20, 21, 20, 21, 20, 21]]
+    before, _ = U.unlikelihood_loss(m.train(), prompts, conts, 2, eot)
+    before.backward()
+    with torch.no_grad():
+        for p in m.parameters():
+            p -= 0.05 * p.grad
+    after, _ = U.unlikelihood_loss(m, prompts, conts, 2, eot)
+    assert float(after.detach()) < float(before.detach())
+
+
+def _decoder_folder(tmp_path, spec, model, tok, real_stories):
+    """A finished 'plain training' folder as notebook 02 leaves it: best/ and train_state.json."""
+    out = tmp_path / "decoders" / "tiny"
+    (out / "best").mkdir(parents=True)
+    model.save_pretrained(out / "best")
+    tok.save_pretrained(out / "best")
+    (out / "train_state.json").write_text(json.dumps({"extra": {"fingerprint": "plain-1"}}))
+    train = recipes.encode_blocks(tok, real_stories[:200], spec.context)
+    valid = recipes.encode_blocks(tok, real_stories[200:260], spec.context, max_blocks=4)
+    cfg = TrainConfig(steps=1, batch_size=4, precision="fp32", device="cpu", weight_decay=0.1)
+    run = recipes.DecoderRun("tiny", tok, train, valid, spec, cfg, 0, 0.0)
+    return out, run
+
+
+def test_finetune_decoder_replaces_best_keeps_the_plain_model_and_skips(tmp_path, tiny, decoder_tokenizer, real_stories):
+    spec, model = tiny
+    out, run = _decoder_folder(tmp_path, spec, model, decoder_tokenizer, real_stories)
+    cfg = U.UnlikelihoodConfig(steps=3, batch_size=4, rollout_tokens=24, mle_batch=2, probe_every=1, probe_prompts=6,
+                               probe_tokens=24, lr=1e-2)
+    assert U.finetune_decoder(out, run, real_stories[:200], real_stories[300:], U.UnlikelihoodConfig(steps=0)) is None
+    logs = []
+    res = U.finetune_decoder(out, run, real_stories[:200], real_stories[300:], cfg, progress=False, log=logs.append)
+    assert [h["step"] for h in res.history] == [0, 1, 2, 3]
+    assert all(0 <= h["loops"] <= 1 and 0 <= h["ended"] <= 1 and h["valid loss"] > 0 for h in res.history)
+    chosen = res.after
+    assert all((chosen["loops"], chosen["valid loss"]) <= (h["loops"], h["valid loss"]) for h in res.history)
+    plain = decoder.load_decoder(out / "mle-best").state_dict()
+    tuned = decoder.load_decoder(out / "best").state_dict()
+    assert all(torch.equal(plain[k], model.state_dict()[k]) for k in plain)  # the plain model, untouched
+    same = all(torch.equal(plain[k], tuned[k]) for k in plain)
+    assert same == (res.chosen_step == 0)
+    marker = json.loads((out / "unlikelihood.json").read_text())
+    assert marker["chosen_step"] == res.chosen_step and len(marker["history"]) == 4
+    # a rerun with the same inputs skips; other params start again from the plain model, not the fine-tuned one
+    again = U.finetune_decoder(out, run, real_stories[:200], real_stories[300:], cfg, progress=False, log=logs.append)
+    assert "[skip]" in logs[-1] and again.history == res.history
+    other = U.finetune_decoder(out, run, real_stories[:200], real_stories[300:],
+                               U.UnlikelihoodConfig(**{**cfg.__dict__, "steps": 1}), progress=False, log=logs.append)
+    assert other.history[0] == res.history[0]  # probe of the starting model: the plain one again
+    # plain training redone (new fingerprint): the old plain copy is dropped, best/ is the new source
+    (out / "train_state.json").write_text(json.dumps({"extra": {"fingerprint": "plain-2"}}))
+    U.finetune_decoder(out, run, real_stories[:200], real_stories[300:], cfg, progress=False, log=logs.append)
+    assert (out / "mle-best" / "mle_fingerprint.txt").read_text() == "plain-2"
+
+
+def test_config_is_checked():
+    with pytest.raises(ValueError):
+        U.UnlikelihoodConfig(steps=-1)
+    with pytest.raises(ValueError):
+        U.UnlikelihoodConfig(steps=10, lr=0)
