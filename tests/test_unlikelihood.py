@@ -99,8 +99,9 @@ def test_finetune_decoder_replaces_best_keeps_the_plain_model_and_skips(tmp_path
     res = U.finetune_decoder(out, run, real_stories[:200], real_stories[300:], cfg, progress=False, log=logs.append)
     assert [h["step"] for h in res.history] == [0, 1, 2, 3]
     assert all(0 <= h["loops"] <= 1 and 0 <= h["ended"] <= 1 and h["valid loss"] > 0 for h in res.history)
+    assert all(h["healthy"] <= min(h["ended"], 1 - h["loops"]) + 1e-9 for h in res.history)
     chosen = res.after
-    assert all((chosen["loops"], chosen["valid loss"]) <= (h["loops"], h["valid loss"]) for h in res.history)
+    assert all((-chosen["healthy"], chosen["valid loss"]) <= (-h["healthy"], h["valid loss"]) for h in res.history)
     plain = decoder.load_decoder(out / "mle-best").state_dict()
     tuned = decoder.load_decoder(out / "best").state_dict()
     assert all(torch.equal(plain[k], model.state_dict()[k]) for k in plain)  # the plain model, untouched
@@ -125,3 +126,14 @@ def test_config_is_checked():
         U.UnlikelihoodConfig(steps=-1)
     with pytest.raises(ValueError):
         U.UnlikelihoodConfig(steps=10, lr=0)
+
+
+def test_the_checkpoint_kept_is_the_healthiest_not_the_least_looping():
+    """Fewer loops bought by no longer ending the stories is not progress: the choice counts continuations that
+    end without a loop (the numbers of a real probe history of a small budget)."""
+    start = {"step": 0, "ended": 0.88, "loops": 0.72, "healthy": 0.25, "valid loss": 3.48}
+    early = {"step": 25, "ended": 0.89, "loops": 0.62, "healthy": 0.33, "valid loss": 3.50}
+    late = {"step": 125, "ended": 0.50, "loops": 0.55, "healthy": 0.20, "valid loss": 3.44}
+    assert U._better(early, start) and not U._better(late, early) and not U._better(late, start)
+    tie = {**early, "valid loss": 3.49}
+    assert U._better(tie, early)

@@ -362,8 +362,9 @@ def decoders(table: pd.DataFrame, histories: Mapping[str, Sequence[Mapping]], bu
 
 def repetition_finetune(history: pd.DataFrame) -> list[str]:
     """Notebook 02: per budget, what repetition fine-tuning changed on its held-out probe prompts (share of greedy
-    continuations that loop and that end, with Wilson intervals, and the held-out loss), from the probe of the
-    plain model (step 0) to the probe of the checkpoint kept. ``history``: rows of
+    continuations that loop, with Wilson intervals, that end, and that are healthy: ended without a loop; and the
+    held-out loss), from the probe of the plain model (step 0) to the probe of the checkpoint kept (step 0 again
+    when no fine-tuned checkpoint was healthier). ``history``: rows of
     :func:`helpers.diversity.unlikelihood.history_rows` (budget, step, loops, ended, valid loss, chosen) and the
     probe size in ``probe prompts``."""
     if history.empty:
@@ -378,7 +379,10 @@ def repetition_finetune(history: pd.DataFrame) -> list[str]:
         out.append(f"{budget}: greedy continuations that loop {100 * before.loops:.0f} % [{100 * lo_b:.0f}, "
                    f"{100 * hi_b:.0f}] -> {100 * after.loops:.0f} % [{100 * lo_a:.0f}, {100 * hi_a:.0f}] of {n} "
                    f"held-out prompts ({'intervals apart' if apart else 'intervals overlap: not clearly fewer'}), "
-                   f"that end {100 * before.ended:.0f} % -> {100 * after.ended:.0f} %, held-out loss "
+                   f"that end {100 * before.ended:.0f} % -> {100 * after.ended:.0f} %, healthy (ended, no loop) "
+                   f"{100 * before.healthy:.0f} % -> {100 * after.healthy:.0f} %, held-out loss "
                    f"{before['valid loss']:.3f} -> {after['valid loss']:.3f} "
-                   f"({after['valid loss'] - before['valid loss']:+.3f} nats; checkpoint of step {int(after.step)})")
+                   f"({after['valid loss'] - before['valid loss']:+.3f} nats; "
+                   + (f"checkpoint of step {int(after.step)})" if after.step else "no fine-tuned checkpoint was healthier: "
+                      "the plain model is kept)"))
     return out
