@@ -143,7 +143,7 @@ def probe(model, prompt_ids: Sequence[Sequence[int]], tokenizer, valid_data: Pac
     row = {"ended": sum(ended) / n, "loops": sum(loops) / n,
            "healthy": sum(e and not lp for e, lp in zip(ended, loops)) / n, "probe prompts": n}
     if valid_data is not None:
-        row["valid loss"] = evaluate(model, valid_data, 16)
+        row["valid loss"] = evaluate(model, valid_data, 16, device=next(model.parameters()).device)
     model.train(was)
     return row
 
