@@ -177,13 +177,13 @@ def finetune(model, tokenizer, train_prompts: Sequence[Sequence[int]], train_dat
     stats = {"ul": 0.0, "mle": 0.0, "penalised": 0, "tokens": 0}
     for step in range(cfg.steps):
         rng = random.Random(cfg.seed * 1_000_003 + step)  # a step's prompts depend on (seed, step) only
-        batch = [[eot] + list(train_prompts[i]) for i in rng.sample(range(len(train_prompts)), cfg.batch_size)]
+        chosen = [train_prompts[i] for i in rng.sample(range(len(train_prompts)), cfg.batch_size)]
         model.eval()
-        rollouts = G.generate(model, [b[1:] for b in batch], GREEDY, eot, max_new_tokens=cfg.rollout_tokens,
-                              batch_size=cfg.batch_size, seed=cfg.seed, keep_eot=True)
+        rollouts = G.generate(model, chosen, GREEDY, eot, max_new_tokens=cfg.rollout_tokens,
+                              batch_size=cfg.batch_size, seed=cfg.seed, keep_eot=True)  # generate adds the EOT
         model.train()
         with autocast():
-            ul, count = unlikelihood_loss(model, batch, [r[0] for r in rollouts], cfg.ngram, eot)
+            ul, count = unlikelihood_loss(model, [[eot, *p] for p in chosen], [r[0] for r in rollouts], cfg.ngram, eot)
             mle = lm_loss(model, {k: v.to(dev) for k, v in train_data.batch(step, cfg.mle_batch).items()}) \
                 if cfg.mle_batch else torch.zeros((), device=dev)
             loss = mle + cfg.alpha * ul
@@ -226,9 +226,9 @@ def finetune_decoder(decoder_dir: str | Path, run, train_stories: Sequence[dict]
     fraction drawn from ``cfg.prompt_frac``. ``cfg.steps == 0``: nothing is done and None is returned.
 
     Files: ``best/`` becomes the fine-tuned model (what every later notebook loads), ``mle-best/`` keeps the
-    best-validation model of plain training, ``unlikelihood.json`` the fingerprint and the probe history. Each
-    move is a rename, and a run interrupted at any point starts the phase again from ``mle-best/`` (or ``best/``
-    when plain training has not been fine-tuned yet)."""
+    best-validation model of plain training, ``unlikelihood.json`` the fingerprint and the probe history. Both model
+    folders are written atomically (``mle-best/`` as a copy of plain training's ``best/``, before anything replaces
+    it), and a run interrupted at any point starts the phase again from ``mle-best/``."""
     if cfg.steps == 0:
         return None
     out = Path(decoder_dir)
