@@ -59,6 +59,39 @@ def train_steps(model: str, steps: int, seed: int, precision: str = "fp32") -> d
 
 # ----------------------------------------------------------------------------- the recipe scripts' command line
 
+def repetition_steps(profile: str, budget: str, steps: int, seed: int = 0) -> dict:
+    """``steps`` steps of notebook 02's repetition fine-tuning (its params, a probe before and after) on the plain
+    decoder of ``budget`` that notebook 02 trained under ``runs/<profile>/`` (``mle-best/``, else ``best/``), in
+    memory: nothing is saved. Returns the probe after the last step and the seconds (a job of
+    ``benchmarks/parallel_jobs.py --model repetition``)."""
+    from dataclasses import asdict
+
+    from helpers.core.config import load_params, run_dir
+    from helpers.data.budgets import read_corpus
+    from helpers.diversity import unlikelihood as U
+    from helpers.generation.completions import make_prompts
+    from helpers.models.decoder import load_decoder
+    from helpers.training import recipes
+
+    p = load_params(profile, "02")
+    run, data = run_dir(profile), run_dir(profile) / "data"
+    plan = recipes.plan_decoders(run, [budget], p["model"], p["train"], p["regularisation"], p["word_scale"],
+                                 p["fixed_dropout"], p["fixed_weight_decay"], p["valid_blocks"])[budget]
+    folder = run / "decoders" / budget
+    folder = folder / U.MLE_DIR if (folder / U.MLE_DIR).is_dir() else folder / "best"
+    cfg = U.UnlikelihoodConfig(**{**p["repetition_finetune"], "steps": steps, "probe_every": steps, "patience": 0,
+                                  "seed": seed})
+    tok = plan.tokenizer
+    prompts = make_prompts(read_corpus(data / f"{budget}.jsonl"), None, cfg.prompt_frac, cfg.min_words,
+                           cfg.max_words, cfg.seed)
+    probes = make_prompts(read_corpus(data / "tiny-valid.jsonl"), cfg.probe_prompts, cfg.prompt_frac, cfg.min_words,
+                          cfg.max_words, cfg.seed + 1)
+    res = U.finetune(load_decoder(folder), tok, [tok(x.prompt).input_ids for x in prompts], plan.train_data,
+                     [tok(x.prompt).input_ids for x in probes], plan.valid_data, cfg, plan.cfg.weight_decay,
+                     tuple(plan.cfg.betas), plan.cfg.precision, plan.cfg.device, budget, progress=False)
+    return {"probe": res.history[-1], "seconds": res.seconds, "config": asdict(cfg)}
+
+
 def recipe_parser(doc: str | None, default_recipes: str) -> argparse.ArgumentParser:
     """A parser with the options both recipe scripts take; each script adds its own."""
     ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)

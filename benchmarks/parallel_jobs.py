@@ -1,7 +1,7 @@
 """Independent training runs: one after another in one process (all threads) vs side by side in worker processes
 (``helpers.core.parallel.run_jobs``, one thread each), in one script on the same jobs.
 
-    .venv/bin/python benchmarks/parallel_jobs.py [--model encoder|decoder|both|scoring] [--jobs 4] [--steps 20]
+    .venv/bin/python benchmarks/parallel_jobs.py [--model encoder|decoder|both|scoring|repetition] [--jobs 4] [--steps 20]
 
 A job is ``--steps`` training steps (forward, backward, AdamW) of a fresh model of the cpu profile's shape on
 random token ids, with ``precision: auto`` (bf16 autocast where the CPU has native bf16): the LTG-BERT ``cpu``
@@ -13,6 +13,10 @@ torch) and the first step of every job, as a notebook pays them. Prints tokens/s
 ``--model scoring`` times notebook 05's zero-shot jobs instead: :func:`helpers.evaluation.zero_shot.evaluate_saved`
 on ``--steps`` BLiMP pairs per paradigm for each trained model of ``runs/<--profile>/`` (the four decoders and the
 first ``--jobs - 4`` encoders; run notebooks 02 and 04 first), one after another vs side by side; prints pairs/s.
+
+``--model repetition`` times notebook 02's repetition fine-tuning: ``--jobs`` copies of ``--steps`` steps (with
+the probes before and after) on the plain tiny-1M decoder of ``runs/<--profile>/`` (run notebook 02 first), with
+seeds 0, 1, ...; prints greedy rollout tokens per second (32 × 128 per step) and the ratio.
 """
 from __future__ import annotations
 
@@ -26,7 +30,7 @@ from helpers.core.config import run_dir
 from helpers.core.hardware import cpu_info, resolve_precision
 from helpers.core.parallel import run_jobs
 from helpers.evaluation.zero_shot import evaluate_saved
-from _common import train_steps
+from _common import repetition_steps, train_steps
 
 
 def one_process_vs_workers(fn, jobs: dict, threads: int) -> tuple[tuple[dict, float], tuple[dict, float]]:
@@ -42,7 +46,7 @@ def one_process_vs_workers(fn, jobs: dict, threads: int) -> tuple[tuple[dict, fl
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", choices=["encoder", "decoder", "both", "scoring"], default="both")
+    ap.add_argument("--model", choices=["encoder", "decoder", "both", "scoring", "repetition"], default="both")
     ap.add_argument("--profile", default="cpu", help="--model scoring: whose trained models to score")
     ap.add_argument("--jobs", type=int, default=4)
     ap.add_argument("--steps", type=int, default=20)
@@ -57,6 +61,8 @@ def main() -> None:
           f"precision {precision}, load average {load:.1f} before the run; torch {torch.__version__}")
     if args.model == "scoring":
         return scoring(args, threads)
+    if args.model == "repetition":
+        return repetition(args, threads)
     models = ["encoder", "decoder"] if args.model == "both" else [args.model]
     odd = args.jobs % threads == 1 and args.jobs > threads
     head = (f"\n{'model':8s} {'jobs':>4s} {'steps':>5s}  {'one process, ' + str(threads) + ' threads':>26s}  "
@@ -98,6 +104,21 @@ def scoring(args, threads: int) -> None:
     pairs = sum(len(r.rows) for r in seq.values())
     print(f"{len(jobs):4d} {args.steps:14d}  {pairs / t_seq:12,.0f} pairs/s ({t_seq:5.1f} s)  "
           f"{pairs / t_par:12,.0f} pairs/s ({t_par:5.1f} s)  {t_seq / t_par:.2f}×   ({', '.join(jobs)})")
+
+
+def repetition(args, threads: int) -> None:
+    """Notebook 02's repetition fine-tuning: ``--jobs`` copies on one decoder, one after another vs side by side."""
+    jobs = {f"repetition-{i}": dict(profile=args.profile, budget="tiny-1M", steps=args.steps, seed=i)
+            for i in range(args.jobs)}
+    print(f"\n{'jobs':>4s} {'steps':>5s}  {'one process, ' + str(threads) + ' threads':>30s}  "
+          f"{str(threads) + ' workers, 1 thread each':>30s}  ratio")
+    (seq, t_seq), (par, t_par) = one_process_vs_workers(repetition_steps, jobs, threads)
+    cfg = next(iter(seq.values()))["config"]
+    tokens = args.jobs * args.steps * cfg["batch_size"] * cfg["rollout_tokens"]  # at most: rollouts that end stop
+    in_seq, in_par = sum(r["seconds"] for r in seq.values()), max(r["seconds"] for r in par.values())
+    print(f"{args.jobs:4d} {args.steps:5d}  {tokens / t_seq:12,.0f} rollout tok/s ({t_seq:5.1f} s)  "
+          f"{tokens / t_par:12,.0f} rollout tok/s ({t_par:5.1f} s)  {t_seq / t_par:.2f}×   "
+          f"(the fine-tuning alone, without start-up: {in_seq:.1f} s vs {in_par:.1f} s, {in_seq / in_par:.2f}×)")
 
 
 if __name__ == "__main__":

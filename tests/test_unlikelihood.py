@@ -137,3 +137,36 @@ def test_the_checkpoint_kept_is_the_healthiest_not_the_least_looping():
     assert U._better(early, start) and not U._better(late, early) and not U._better(late, start)
     tie = {**early, "valid loss": 3.49}
     assert U._better(tie, early)
+
+
+def test_the_phase_stops_after_patience_probes_without_a_healthier_checkpoint(tmp_path, tiny, decoder_tokenizer,
+                                                                              real_stories, monkeypatch):
+    """Scripted probes (healthy 0.2, 0.3, 0.25, 0.1, 0.9, ...) with patience 2: the best is step 1, steps 2 and 3
+    are no better, so the phase ends at step 3 (step 4's better probe is never reached) and the model is step 1's."""
+    spec, model = tiny
+    _, run = _decoder_folder(tmp_path, spec, model, decoder_tokenizer, real_stories)
+    m = decoder.build_decoder(spec, seed=5, bos_token_id=model.config.eos_token_id,
+                              eos_token_id=model.config.eos_token_id, pad_token_id=model.config.eos_token_id)
+    m.load_state_dict(model.state_dict())
+    script, states = iter([0.2, 0.3, 0.25, 0.1, 0.9, 0.9, 0.9]), []
+
+    def scripted(model, *args, **kwargs):
+        states.append({k: v.clone() for k, v in model.state_dict().items()})
+        h = next(script)
+        return {"ended": 1.0, "loops": 1 - h, "healthy": h, "probe prompts": 6, "valid loss": 3.0}
+
+    monkeypatch.setattr(U, "probe", scripted)
+    ids = [decoder_tokenizer(s[:200]).input_ids for s in real_stories[:40]]
+    cfg = U.UnlikelihoodConfig(steps=6, batch_size=4, rollout_tokens=8, mle_batch=2, probe_every=1, patience=2, lr=1e-2)
+    res = U.finetune(m, decoder_tokenizer, ids, run.train_data, ids[:6], None, cfg, progress=False, device="cpu")
+    assert [h["step"] for h in res.history] == [0, 1, 2, 3]
+    assert res.stopped_early and res.steps == 3 and res.chosen_step == 1
+    assert all(torch.equal(v, states[1][k]) for k, v in m.state_dict().items())
+    assert not torch.equal(states[1]["lm_head.weight"], states[3]["lm_head.weight"])  # training went on after it
+    # patience 0 (the default) runs every step
+    script, states = iter([0.2, 0.3, 0.25, 0.1, 0.9, 0.9, 0.9]), []
+    full = U.finetune(m, decoder_tokenizer, ids, run.train_data, ids[:6], None,
+                      U.UnlikelihoodConfig(**{**cfg.__dict__, "patience": 0}), progress=False, device="cpu")
+    assert not full.stopped_early and full.steps == 6 and full.chosen_step == 4
+    with pytest.raises(ValueError):
+        U.UnlikelihoodConfig(steps=10, patience=-1)

@@ -54,6 +54,7 @@ class UnlikelihoodConfig:
     probe_every: int = 25
     probe_prompts: int = 64  # held-out prompts completed greedily at each probe
     probe_tokens: int = 256
+    patience: int = 0  # stop once this many probes in a row were no better than the best so far (0: never stop early)
     loop_words: int = 6  # a probe continuation loops when a run of this many words repeats (notebook 03's rule)
     prompt_frac: tuple[float, float] = (0.15, 0.30)  # prompts: stories cut as notebook 03 cuts them
     min_words: int = 20
@@ -63,7 +64,8 @@ class UnlikelihoodConfig:
     def __post_init__(self):
         if self.steps < 0 or self.batch_size < 1 or self.rollout_tokens < 1 or self.ngram < 1 or self.mle_batch < 0:
             raise ValueError(f"invalid repetition fine-tuning config: {self}")
-        if self.alpha < 0 or self.lr <= 0 or self.probe_every < 1 or self.probe_prompts < 1 or self.probe_tokens < 1:
+        if (self.alpha < 0 or self.lr <= 0 or self.probe_every < 1 or self.probe_prompts < 1 or self.probe_tokens < 1
+                or self.patience < 0):
             raise ValueError(f"invalid repetition fine-tuning config: {self}")
         object.__setattr__(self, "prompt_frac", tuple(self.prompt_frac))  # a params file gives a list
 
@@ -75,6 +77,7 @@ class UnlikelihoodResult:
     chosen_step: int
     seconds: float
     history: list[dict] = field(default_factory=list)  # one row per probe: step, ended, loops, valid loss
+    stopped_early: bool = False  # ``steps`` is then the step of the last probe, before ``cfg.steps``
 
     def probe(self, step: int) -> dict:
         return next(h for h in self.history if h["step"] == step)
@@ -175,6 +178,7 @@ def finetune(model, tokenizer, train_prompts: Sequence[Sequence[int]], train_dat
     best_row, best_state = history[0], copy.deepcopy(model.state_dict())
     bar = progress_bar(total=cfg.steps, desc=f"{name} (repetition)", unit="step") if progress else None
     stats = {"ul": 0.0, "mle": 0.0, "penalised": 0, "tokens": 0}
+    since_best, steps_run = 0, cfg.steps
     for step in range(cfg.steps):
         rng = random.Random(cfg.seed * 1_000_003 + step)  # a step's prompts depend on (seed, step) only
         chosen = [train_prompts[i] for i in rng.sample(range(len(train_prompts)), cfg.batch_size)]
@@ -205,16 +209,22 @@ def finetune(model, tokenizer, train_prompts: Sequence[Sequence[int]], train_dat
             stats = {"ul": 0.0, "mle": 0.0, "penalised": 0, "tokens": 0}
             history.append(row)
             if _better(row, best_row):
-                best_row, best_state = row, copy.deepcopy(model.state_dict())
+                best_row, best_state, since_best = row, copy.deepcopy(model.state_dict()), 0
+            else:
+                since_best += 1
             if bar is not None:
                 bar.set_postfix(healthy=f"{row['healthy']:.2f}", loops=f"{row['loops']:.2f}")
+            if cfg.patience and since_best >= cfg.patience and step + 1 < cfg.steps:
+                steps_run = step + 1  # the best checkpoint is what is kept: later steps could only be compared with it
+                break
         if bar is not None:
             bar.update(1)
     if bar is not None:
         bar.close()
     model.load_state_dict(best_state)
     model.eval()
-    return UnlikelihoodResult(name, cfg.steps, best_row["step"], time.time() - t0, history)
+    return UnlikelihoodResult(name, steps_run, best_row["step"], time.time() - t0, history,
+                              stopped_early=steps_run < cfg.steps)
 
 
 def finetune_decoder(decoder_dir: str | Path, run, train_stories: Sequence[dict] | Sequence[str],
@@ -242,7 +252,8 @@ def finetune_decoder(decoder_dir: str | Path, run, train_stories: Sequence[dict]
         done = read_json(marker)
         if done.get("fingerprint") == fp:
             log(f"[skip] {run.name}: repetition fine-tuning done already with these inputs ({fp})")
-            return UnlikelihoodResult(run.name, done["steps"], done["chosen_step"], done["seconds"], done["history"])
+            return UnlikelihoodResult(run.name, done["steps"], done["chosen_step"], done["seconds"], done["history"],
+                                      done.get("stopped_early", False))
     # the source is plain training's best model: in mle-best/ when a fine-tuned model (of other params) replaced it
     stamp = mle_best / "mle_fingerprint.txt"
     if mle_best.is_dir() and (not stamp.is_file() or stamp.read_text().strip() != mle_fp):
@@ -267,12 +278,14 @@ def finetune_decoder(decoder_dir: str | Path, run, train_stories: Sequence[dict]
         write_json(tmp / "best.json", {"repetition_finetuned": True, "chosen_step": res.chosen_step,
                                        "probe": res.after})
     write_json(marker, {"fingerprint": fp, "config": asdict(cfg), "steps": res.steps, "chosen_step": res.chosen_step,
-                        "seconds": res.seconds, "history": res.history})
+                        "stopped_early": res.stopped_early, "seconds": res.seconds, "history": res.history})
     b, a = res.before, res.after
     log(f"[done] {run.name}: probe healthy {100 * b['healthy']:.0f} % -> {100 * a['healthy']:.0f} %, loops "
         f"{100 * b['loops']:.0f} % -> {100 * a['loops']:.0f} %, ended "
         f"{100 * b['ended']:.0f} % -> {100 * a['ended']:.0f} %, held-out loss {b['valid loss']:.3f} -> "
-        f"{a['valid loss']:.3f} (step {res.chosen_step} of {res.steps}; {res.seconds / 60:.1f} min; plain model kept in "
+        f"{a['valid loss']:.3f} (step {res.chosen_step} of {res.steps}"
+        + (f", stopped after {cfg.patience} probes without a better one" if res.stopped_early else "")
+        + f"; {res.seconds / 60:.1f} min; plain model kept in "
         f"{shown_path(mle_best)})")
     return res
 

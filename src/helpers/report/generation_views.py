@@ -120,7 +120,7 @@ def plot_repetition_probes(history, palette: Mapping[str, object]):
     """Notebook 02's repetition fine-tuning, one line per budget over the fine-tuning steps (rows of
     :func:`helpers.diversity.unlikelihood.history_rows`): the share of held-out greedy continuations that loop
     (left) and the held-out loss (right); the checkpoint kept is circled. Step 0 is the plain model."""
-    fig, axes, inches = panels(2, FIGURE_WIDTH / 2, 3.0, extra_height=0.5)
+    fig, axes, inches = panels(2, FIGURE_WIDTH / 2, 3.0, extra_height=0.8)
     for budget, h in history.groupby("budget", sort=False):
         c = palette.get(budget)
         for ax, col, scale in ((axes[0], "loops", 100.0), (axes[1], "valid loss", 1.0)):
@@ -131,7 +131,8 @@ def plot_repetition_probes(history, palette: Mapping[str, object]):
     axes[0].set(xlabel="fine-tuning step", ylabel="% that loop (repeated 6-word run)", ylim=(0, 100),
                 title=wrap(f"greedy continuations of {n} held-out prompts", inches))
     axes[1].set(xlabel="fine-tuning step", ylabel="held-out loss (nats/token)", title=wrap("held-out loss", inches))
-    axes[0].legend(title="budget", fontsize="small")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, title="budget", loc="outside lower center", ncol=len(labels), frameon=False)
     fig.suptitle(wrap("Repetition fine-tuning (sequence-level unlikelihood); circles: the checkpoint kept",
                       FIGURE_WIDTH, font_pt(key="figure.titlesize")))
     return fig
