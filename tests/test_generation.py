@@ -108,6 +108,32 @@ def test_nucleus_keeps_the_smallest_set_reaching_top_p():
     assert abs((draws == 3).float().mean().item() - 0.05) < 0.015
 
 
+def test_nucleus_shortlist_draws_what_sorting_every_row_draws():
+    """The shortlist (``topk``) path and its fallback give the tokens of the plain rule (sort the whole row, cut
+    the tokens whose more likely predecessors hold top_p, inverse CDF) for the same uniforms: peaked rows (nucleus
+    inside the shortlist), flat rows (the fallback sorts them whole), and both in one batch."""
+    def whole_sort(logits, d, u):
+        p, idx = torch.softmax(logits / d.temperature, -1).sort(-1, descending=True)
+        p = p.masked_fill(p.cumsum(-1) - p >= d.top_p, 0.0)
+        cdf = p.cumsum(-1)
+        return idx.gather(-1, torch.searchsorted(cdf, u * cdf[:, -1:]).clamp_(max=p.size(-1) - 1)).squeeze(-1)
+
+    g = torch.Generator().manual_seed(3)
+    vocab = 4 * D.SHORTLIST
+    for scale in (0.3, 1.0, 3.0, 8.0):
+        logits = torch.randn(300, vocab, generator=g) * scale
+        logits[::7] *= 0.05  # some nearly flat rows in every batch
+        u = torch.rand(300, 1, generator=g)
+        for d in (D.Decoding("nucleus"), D.Decoding("nucleus", top_p=0.5, temperature=0.7)):
+            p = torch.softmax(logits / d.temperature, -1)
+            wide = p.topk(D.SHORTLIST, -1).values.sum(-1) < d.top_p
+            assert torch.equal(D.sample_next(logits, d, None, u), whole_sort(logits, d, u))
+            if scale == 0.3:
+                assert wide.all()  # the fallback is exercised
+            if scale == 8.0:
+                assert not wide[1::7].any()  # and the shortlist
+
+
 def test_generation_stops_at_eot_and_respects_limits(tiny_model, decoder_tokenizer):
     tok, m = decoder_tokenizer, tiny_model
     eot = tokenizers.end_of_text_id(tok)

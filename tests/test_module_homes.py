@@ -66,7 +66,7 @@ HOMES = {
     # one sentence splitter for every stage (architecture.py and judge_validity.py had their own rules), one EOT and
     # one reader of its id (five modules looked it up themselves)
     "data.corpora": ["EOT", "split_sentences"],
-    "data.tokenizers": ["end_of_text_id"],
+    "data.tokenizers": ["end_of_text_id", "encode_stories"],
     # one nucleus/greedy sampler for every model (the compressor had its own), one context-length reader, one place
     # that says where models run, one HTML table style
     "generation.decoding": ["Decoding", "sample_next", "decoding_from_name", "nested_decodings"],

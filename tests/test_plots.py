@@ -70,7 +70,7 @@ def test_story_views_draw_intervals_chance_and_every_model():
 
     from helpers.report import story_views as SV
     from helpers.judge.validity import CORRUPTIONS, VALIDITY_CRITERIA
-    from helpers.story_eval.suites import SUITES
+    from helpers.story_eval.suites import SUITES, grade_summary
 
     validity = pd.DataFrame([{"criterion": c, "corruption": k, "real wins": 0.7, "low": 0.6, "high": 0.8}
                              for c in VALIDITY_CRITERIA for k in [*CORRUPTIONS, "all"]])
@@ -93,6 +93,16 @@ def test_story_views_draw_intervals_chance_and_every_model():
     fig = SV.plot_themed_grades(graded, ["a", "b"], {s: 3 for s in SUITES})
     heights = [p.get_height() for p in fig.axes[0].patches]
     assert sum(heights) == 6 and len(fig.axes[0].patches) == 2 * 3  # 2 models x 3 grades, stacked
+    plt.close(fig)
+    # with the summary: each model's mean score and its interval on a right-hand 0-1 axis of every panel
+    graded = graded.assign(id=[f"p{i % 3}" for i in range(len(graded))],
+                           score=graded["grade"].map({"success": 1.0, "fail": 0.0}))
+    summary = grade_summary(graded)
+    fig = SV.plot_themed_grades(graded, ["a", "b"], {s: 3 for s in SUITES}, summary)
+    right = [ax for ax in fig.axes if ax.get_ylim() == (0.0, 1.0)]
+    assert len(right) == len(SUITES)
+    points = right[0].lines[0].get_ydata()
+    assert list(points) == pytest.approx(list(summary[summary.suite == SUITES[0]]["score"]))  # 1/3 for both models
     plt.close(fig)
 
     means = pd.DataFrame([{"model": mdl, "decoding": dec, "grammar": 6.0, "grammar low": 5.0, "grammar high": 7.0}
@@ -333,9 +343,10 @@ def _loss_results(names):
 def _figures():
     """(report figure name, a function drawing it at the cpu run's size)."""
     from helpers.analysis import lexicon
+    from helpers.diversity import unlikelihood
     from helpers.judge.validity import CORRUPTIONS, VALIDITY_CRITERIA
     from helpers.report import evaluation_views as EV, generation_views as GV, interpret_views as IV, story_views as SV
-    from helpers.story_eval.suites import SUITES
+    from helpers.story_eval.suites import SUITES, grade_summary
 
     rng = np.random.default_rng(0)
     models = [("decoder", m) for m in DECODERS] + [("encoder", m) for m in LONG_ENCODERS]
@@ -351,8 +362,8 @@ def _figures():
                                  "ci_low": 50.0, "ci_high": 60.0} for m in DECODERS for n in (0, 1, 5, 20)])
     validity = pd.DataFrame([{"criterion": c, "corruption": k, "real wins": 0.7, "low": 0.6, "high": 0.8}
                              for c in VALIDITY_CRITERIA for k in [*CORRUPTIONS, "all"]])
-    graded = pd.DataFrame([{"suite": s, "model": m, "grade": g} for s in SUITES for m in DECODERS
-                           for g in ("success", "partial", "fail")])
+    graded = pd.DataFrame([{"suite": s, "model": m, "id": f"{s}-{i}", "grade": g, "score": v} for s in SUITES
+                           for m in DECODERS for i, (g, v) in enumerate((("success", 1.0), ("partial", 0.5), ("fail", 0.0)))])
     words = pd.DataFrame([{"prompts": p, "model": m, "share of required words used": 0.2, "required low": 0.1,
                            "required high": 0.3, "chance (words of another prompt)": 0.1, "chance low": 0.05,
                            "chance high": 0.15} for p in ("bundled 50", "held-out derived")
@@ -385,7 +396,12 @@ def _figures():
                            "neurons": 2048, "expected by chance": 1.2} for mode in ("all", "distinct")
                           for m in ("tiny-125k", "tiny-1M")])
     title = "Encoders: ours (10x fewer words) vs the authors' rows of BERTtime Stories Table 2"
+    probes = pd.DataFrame(unlikelihood.history_rows({b: unlikelihood.UnlikelihoodResult(b, 150, 100, 1.0, [
+        {"step": t, "ended": 0.9, "loops": 0.8 - t / 300, "healthy": 0.2 + t / 300, "probe prompts": 64,
+         "valid loss": 3.0 + t / 1000} for t in range(0, 151, 25)]) for b in DECODERS}))
     return [
+        ("02_repetition_probes", lambda: GV.plot_repetition_probes(
+            probes, dict(zip(DECODERS, [f"C{i}" for i in range(4)])))),
         ("02_figure1_loss_curves", lambda: reporting.plot_loss_curves(
             _loss_results(DECODERS), dict(zip(DECODERS, [f"C{i}" for i in range(4)])),
             ("training loss", "validation (held-out stories) loss"), "cross-entropy (nats/token)", legend_title="budget")),
@@ -407,7 +423,8 @@ def _figures():
             validity, "Judge validity: HuggingFaceTB/SmolLM2-1.7B-Instruct, 24 held-out stories (95 % intervals)")),
         ("05b_gpteval_judge_scores", lambda: SV.plot_judge_scores(
             judge, DECODERS, criteria, "GPT-Eval by HuggingFaceTB/SmolLM2-1.7B-Instruct: 10 prompts per decoder")),
-        ("05b_themed_grades", lambda: SV.plot_themed_grades(graded, DECODERS, {s: 9 for s in SUITES})),
+        ("05b_themed_grades", lambda: SV.plot_themed_grades(graded, DECODERS, {s: 9 for s in SUITES},
+                                                            grade_summary(graded))),
         ("05b_instruct_words", lambda: SV.plot_instruct_words(words, ["bundled 50", "held-out derived"])),
         ("06_attention_maps", lambda: IV.plot_attention_grid(
             att / att.sum(-1, keepdims=True), tokens, ["global", "local"] * 2, n=40,

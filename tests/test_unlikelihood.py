@@ -170,3 +170,17 @@ def test_the_phase_stops_after_patience_probes_without_a_healthier_checkpoint(tm
     assert not full.stopped_early and full.steps == 6 and full.chosen_step == 4
     with pytest.raises(ValueError):
         U.UnlikelihoodConfig(steps=10, patience=-1)
+
+
+def test_history_rows_flag_the_kept_probe_and_carry_wilson_intervals():
+    res = U.UnlikelihoodResult("tiny-1M", 50, 25, 1.0, [
+        {"step": 0, "ended": 0.5, "loops": 0.75, "healthy": 0.25, "probe prompts": 64, "valid loss": 3.0},
+        {"step": 25, "ended": 1.0, "loops": 0.25, "healthy": 0.75, "probe prompts": 64, "valid loss": 3.1}])
+    rows = U.history_rows({"tiny-1M": res, "tiny-125k": None})
+    assert [(r["budget"], r["step"], r["chosen"]) for r in rows] == [("tiny-1M", 0, False), ("tiny-1M", 25, True)]
+    for r in rows:
+        for key in ("loops", "ended"):
+            assert 0 <= r[f"{key} low"] <= r[key] <= r[f"{key} high"] <= 1
+    # 48 of 64: the Wilson interval 0.63-0.84, not the normal approximation's 0.64-0.86
+    assert (round(rows[0]["loops low"], 2), round(rows[0]["loops high"], 2)) == (0.63, 0.84)
+    assert rows[1]["ended high"] == 1.0 and rows[1]["ended low"] < 1.0

@@ -20,7 +20,7 @@ from helpers.core.artifacts import atomic_path, fingerprint, read_json, run_step
 from helpers.core.config import shown_path
 from helpers.data.corpora import EOT
 from helpers.data.tokenizers import end_of_text_id, load_tokenizer
-from helpers.models.decoder import load_decoder
+from helpers.models.decoder import context_length, load_decoder
 
 CACHE_VERSION = 1
 
@@ -446,7 +446,7 @@ def analyse_model(path: str | Path, texts: Sequence[str], max_tokens: int, layer
     name = name or path.parent.name
     model = load_decoder(path).eval()
     tokenizer = load_tokenizer(path)
-    max_tokens = min(int(max_tokens), int(model.config.max_position_embeddings))
+    max_tokens = min(int(max_tokens), context_length(model))
     n_layers = model.config.num_layers
     layers = list(range(n_layers)) if layers is None else sorted({int(x) for x in layers})
     if any(not 0 <= x < n_layers for x in layers):

@@ -27,6 +27,7 @@ from helpers.core.artifacts import atomic_path, fingerprint, read_json, write_js
 from helpers.core.config import shown_path
 from helpers.core.hardware import autocast_context, compute_device, resolve_precision
 from helpers.core.progress import progress as progress_bar
+from helpers.core.stats import wilson_interval
 from helpers.data.corpora import PackedBlocks
 from helpers.data.tokenizers import end_of_text_id
 from helpers.diversity.continuation_health import repeated_run
@@ -290,12 +291,18 @@ def finetune_decoder(decoder_dir: str | Path, run, train_stories: Sequence[dict]
     return res
 
 
-def history_rows(results: dict[str, UnlikelihoodResult | None]) -> list[dict]:
-    """One row per (decoder, probe) for a table or a figure; the chosen step is flagged."""
+def history_rows(results: dict[str, UnlikelihoodResult | None], confidence: float = 0.95) -> list[dict]:
+    """One row per (decoder, probe) for a table or a figure; the chosen step is flagged, and the shares that loop
+    and that end carry their Wilson ``confidence`` interval over the probe's prompts (``loops low``/``high``,
+    ``ended low``/``high``)."""
     rows = []
     for name, res in results.items():
         if res is None:
             continue
         for h in res.history:
-            rows.append({"budget": name, **h, "chosen": h["step"] == res.chosen_step})
+            row = {"budget": name, **h, "chosen": h["step"] == res.chosen_step}
+            n = int(h["probe prompts"])
+            for key in ("loops", "ended"):
+                row[f"{key} low"], row[f"{key} high"] = wilson_interval(h[key] * n, n, confidence)
+            rows.append(row)
     return rows

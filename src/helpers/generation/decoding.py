@@ -41,23 +41,47 @@ class Decoding:
         return d
 
 
+SHORTLIST = 256  # nucleus sampling looks at the most likely tokens first (see sample_next)
+
+
+def _draw(sorted_p: torch.Tensor, idx: torch.Tensor, top_p: float, u: torch.Tensor) -> torch.Tensor:
+    """Inverse-CDF draw from probabilities sorted in descending order (``idx``: their token ids), keeping the
+    tokens whose strictly more likely predecessors hold less than ``top_p`` of the mass."""
+    if top_p < 1.0:
+        before = sorted_p.cumsum(-1) - sorted_p  # mass of strictly more likely tokens
+        sorted_p = sorted_p.masked_fill(before >= top_p, 0.0)
+    cdf = sorted_p.cumsum(-1)
+    pos = torch.searchsorted(cdf, u.to(cdf.device) * cdf[:, -1:]).clamp_(max=sorted_p.size(-1) - 1)
+    return idx.gather(-1, pos).squeeze(-1)
+
+
 def sample_next(logits: torch.Tensor, decoding: Decoding, generator: torch.Generator | None,
                 u: torch.Tensor | None = None) -> torch.Tensor:
     """Next token per row of ``logits`` [B, V]: argmax, or nucleus sampling (smallest set of most likely tokens
     whose probability reaches ``top_p``, the token that crosses the threshold included), by inverse-CDF sampling
-    with uniforms from ``generator`` (or the given ``u`` [B, 1] in [0, 1))."""
+    with uniforms from ``generator`` (or the given ``u`` [B, 1] in [0, 1)).
+
+    Sorting a whole vocabulary per row and step is most of the cost of sampling from a small model, and the nucleus
+    of a trained model is usually a few dozen tokens: the ``SHORTLIST`` most likely tokens are taken first
+    (``topk``), and only a row whose shortlist holds less than ``top_p`` of the mass is sorted whole. The draw is
+    the same as sorting every row (the tokens past the shortlist would all be cut), up to the order of tokens of
+    exactly equal probability."""
     if decoding.method == "greedy":
         return logits.argmax(-1)
     probs = torch.softmax(logits.float() / decoding.temperature, dim=-1)
-    sorted_p, idx = probs.sort(dim=-1, descending=True)
-    if decoding.top_p < 1.0:
-        before = sorted_p.cumsum(-1) - sorted_p  # mass of strictly more likely tokens
-        sorted_p = sorted_p.masked_fill(before >= decoding.top_p, 0.0)
-    cdf = sorted_p.cumsum(-1)
     if u is None:
         u = torch.rand(len(logits), 1, generator=generator)
-    pos = torch.searchsorted(cdf, u.to(cdf.device) * cdf[:, -1:]).clamp_(max=logits.size(-1) - 1)
-    return idx.gather(-1, pos).squeeze(-1)
+    vocab = probs.size(-1)
+    if decoding.top_p >= 1.0 or vocab <= SHORTLIST:
+        sorted_p, idx = probs.sort(dim=-1, descending=True)
+        return _draw(sorted_p, idx, decoding.top_p, u)
+    sorted_p, idx = probs.topk(SHORTLIST, dim=-1)
+    out = _draw(sorted_p, idx, decoding.top_p, u)
+    wide = (sorted_p.sum(-1) < decoding.top_p).nonzero().squeeze(-1)  # the nucleus reaches past the shortlist
+    if len(wide):
+        full_p, full_idx = probs[wide].sort(dim=-1, descending=True)
+        out[wide] = _draw(full_p, full_idx, decoding.top_p, u.to(probs.device)[wide])
+    return out
 
 
 def decoding_from_name(name: str, top_p: float = 0.95, temperature: float = 1.0) -> Decoding:

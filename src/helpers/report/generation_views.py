@@ -119,17 +119,20 @@ def plot_continuation_health(pooled, max_new_tokens: int, context: int | None = 
 def plot_repetition_probes(history, palette: Mapping[str, object]):
     """Notebook 02's repetition fine-tuning, one line per budget over the fine-tuning steps (rows of
     :func:`helpers.diversity.unlikelihood.history_rows`): the share of held-out greedy continuations that loop
-    (left) and the held-out loss (right); the checkpoint kept is circled. Step 0 is the plain model."""
+    (left, with its 95 % Wilson band when the rows carry ``loops low``/``high``) and the held-out loss (right); the
+    checkpoint kept is circled. Step 0 is the plain model."""
     fig, axes, inches = panels(2, FIGURE_WIDTH / 2, 3.0, extra_height=0.8)
     for budget, h in history.groupby("budget", sort=False):
         c = palette.get(budget)
         for ax, col, scale in ((axes[0], "loops", 100.0), (axes[1], "valid loss", 1.0)):
             ax.plot(h.step, h[col] * scale, marker=".", color=c, label=budget)
+            if col == "loops" and "loops low" in h:
+                ax.fill_between(h.step, h["loops low"] * scale, h["loops high"] * scale, color=c, alpha=0.12, lw=0)
             kept = h[h.chosen]
             ax.scatter(kept.step, kept[col] * scale, s=80, facecolors="none", edgecolors=[c], linewidths=1.5)
     n = int(history["probe prompts"].iloc[0])
     axes[0].set(xlabel="fine-tuning step", ylabel="% that loop (repeated 6-word run)", ylim=(0, 100),
-                title=wrap(f"greedy continuations of {n} held-out prompts", inches))
+                title=wrap(f"greedy continuations of {n} held-out prompts (bands: 95 % intervals)", inches))
     axes[1].set(xlabel="fine-tuning step", ylabel="held-out loss (nats/token)", title=wrap("held-out loss", inches))
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, title="budget", loc="outside lower center", ncol=len(labels), frameon=False)

@@ -57,9 +57,11 @@ def plot_validity(validity, title: str):
     return fig
 
 
-def plot_themed_grades(graded, models: Sequence[str], prompts_per_suite: Mapping[str, int]):
+def plot_themed_grades(graded, models: Sequence[str], prompts_per_suite: Mapping[str, int], summary=None):
     """One panel per themed suite: per model, its answers stacked by answer-key grade (success / partial / fail).
-    ``graded`` has columns ``suite``, ``model``, ``grade`` (:func:`helpers.story_eval.suites.grade_table`)."""
+    ``graded`` has columns ``suite``, ``model``, ``grade`` (:func:`helpers.story_eval.suites.grade_table`). With
+    ``summary`` (:func:`helpers.story_eval.suites.grade_summary`: ``score``, ``score CI low``/``high`` per model and
+    suite) each model's mean score is drawn on a right-hand axis (0-1) as a black point with its 95 % interval."""
     counts = (graded.groupby(["suite", "model", "grade"]).size().unstack("grade")
               .reindex(columns=list(GRADES)).fillna(0))
     fig, axes, inches = panels(len(SUITES), 2.0, 3.2, extra_height=1.1 + legend_inches(GRADES, len(GRADES), title=True))
@@ -73,10 +75,23 @@ def plot_themed_grades(graded, models: Sequence[str], prompts_per_suite: Mapping
                ylabel="answers")
         ax.set_xticks(range(len(c)), c.index)
         slant_if_crowded(ax, c.index, inches)
+        if summary is not None:
+            sc = summary[summary.suite == suite].set_index("model").reindex(c.index)
+            right = ax.twinx()
+            right.errorbar(range(len(sc)), sc["score"], yerr=[sc["score"] - sc["score CI low"],
+                                                             sc["score CI high"] - sc["score"]],
+                           fmt="o", color="black", ecolor="black", capsize=3, label="score (95 % interval)")
+            right.set(ylim=(0, 1), ylabel="score" if suite == SUITES[-1] else "")
+            right.grid(False)
     handles, labels = axes[0].get_legend_handles_labels()
+    if summary is not None:
+        h2, l2 = right.get_legend_handles_labels()
+        handles, labels = handles + h2, labels + l2
     fig.legend(handles, labels, title="answer-key grade", loc="outside lower center", ncol=len(labels), frameon=False)
     fig.suptitle(wrap("Themed prompts: first sentences of greedy completions graded by the answer keys\n"
-                      "(counts of answers; each score with its 95 % interval over the prompts: table 05b_themed_summary)",
+                      + ("(bars: counts of answers; points: mean score, success 1, partial 0.5, with its 95 % interval over the prompts)"
+                       if summary is not None else
+                       "(counts of answers; each score with its 95 % interval over the prompts: table 05b_themed_summary)"),
                       fig.get_figwidth(), font_pt(key="figure.titlesize")))
     return fig
 

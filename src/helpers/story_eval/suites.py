@@ -216,7 +216,16 @@ def first_sentence(text: str, max_chars: int = 400) -> str:
     quotes/brackets) followed by the end or by a space and a word that does not start in lower case (so
     ``"Yes!" said Mom.`` is one sentence), or a line break; abbreviations such as ``Mr.`` do not end it.  A
     "sentence" without a word (a completion that starts by closing the prompt's sentence with ``.``) is skipped, so
-    the answer is the first sentence with words.  A completion without an end is cut at ``max_chars``."""
+    the answer is the first sentence with words.  A completion without an end is cut at ``max_chars``.
+
+    Not ``split_sentences(text)[0]`` (:func:`helpers.data.corpora.split_sentences`): this reads a model's
+    continuation of a prompt, not a story, so its rule differs on purpose and switching would change grades.  It
+    skips a leading word-less "sentence" (``'. "French," said Mom. She smiled.'`` gives ``'"French," said Mom.'``;
+    ``split_sentences`` gives ``'.'``); it returns ``""`` for an empty completion (``split_sentences`` gives no
+    sentence); it ends a sentence before any word not in lower case, not only a capital or digit (``'Go! (Then
+    run.)'`` gives ``'Go!'``, ``split_sentences`` keeps one sentence); ``etc.`` and ``vs.`` end a sentence here
+    (``'They ate pears, etc. Then they slept.'`` gives ``'They ate pears, etc.'``); and it caps an unended answer
+    at ``max_chars``.  The two agree on every suite prompt and answer key and the first 2,000 bundled stories."""
     s = text.lstrip()
     start = 0
     for m in re.finditer(r"[.!?…]+[\"'”’)\]]*(?=\s*$|[ \t]+[^a-z\s]|[ \t]*\n)|\n", s):
