@@ -69,7 +69,6 @@ def repetition_steps(profile: str, budget: str, steps: int, seed: int = 0) -> di
     from helpers.core.config import load_params, run_dir
     from helpers.data.budgets import read_corpus
     from helpers.diversity import unlikelihood as U
-    from helpers.generation.completions import make_prompts
     from helpers.models.decoder import load_decoder
     from helpers.training import recipes
 
@@ -81,14 +80,8 @@ def repetition_steps(profile: str, budget: str, steps: int, seed: int = 0) -> di
     folder = folder / U.MLE_DIR if (folder / U.MLE_DIR).is_dir() else folder / "best"
     cfg = U.UnlikelihoodConfig(**{**p["repetition_finetune"], "steps": steps, "probe_every": steps, "patience": 0,
                                   "seed": seed})
-    tok = plan.tokenizer
-    prompts = make_prompts(read_corpus(data / f"{budget}.jsonl"), None, cfg.prompt_frac, cfg.min_words,
-                           cfg.max_words, cfg.seed)
-    probes = make_prompts(read_corpus(data / "tiny-valid.jsonl"), cfg.probe_prompts, cfg.prompt_frac, cfg.min_words,
-                          cfg.max_words, cfg.seed + 1)
-    res = U.finetune(load_decoder(folder), tok, [tok(x.prompt).input_ids for x in prompts], plan.train_data,
-                     [tok(x.prompt).input_ids for x in probes], plan.valid_data, cfg, plan.cfg.weight_decay,
-                     tuple(plan.cfg.betas), plan.cfg.precision, plan.cfg.device, budget, progress=False)
+    prompts, probes = U.phase_prompts(read_corpus(data / f"{budget}.jsonl"), read_corpus(data / "tiny-valid.jsonl"), cfg)
+    res = U.finetune_planned(load_decoder(folder), plan, prompts, probes, cfg, progress=False)
     return {"probe": res.history[-1], "seconds": res.seconds, "config": asdict(cfg)}
 
 

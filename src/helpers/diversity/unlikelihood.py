@@ -228,6 +228,25 @@ def finetune(model, tokenizer, train_prompts: Sequence[Sequence[int]], train_dat
                               stopped_early=steps_run < cfg.steps)
 
 
+def phase_prompts(train_stories: Sequence[dict] | Sequence[str], probe_stories: Sequence[dict] | Sequence[str],
+                  cfg: UnlikelihoodConfig) -> tuple[list, list]:
+    """The phase's prompts: every eligible story of ``train_stories`` and ``cfg.probe_prompts`` held-out ones of
+    ``probe_stories``, cut at a fraction drawn from ``cfg.prompt_frac`` (:func:`helpers.generation.completions.make_prompts`)."""
+    prompts = G.make_prompts(train_stories, None, cfg.prompt_frac, cfg.min_words, cfg.max_words, cfg.seed)
+    probes = G.make_prompts(probe_stories, cfg.probe_prompts, cfg.prompt_frac, cfg.min_words, cfg.max_words, cfg.seed + 1)
+    return prompts, probes
+
+
+def finetune_planned(model, run, prompts: Sequence, probes: Sequence, cfg: UnlikelihoodConfig,
+                     progress: bool = True) -> UnlikelihoodResult:
+    """:func:`finetune` of ``model`` with notebook 02's plan ``run`` of its budget (tokenizer, training and held-out
+    blocks, weight decay, betas, precision, device) on the prompts of :func:`phase_prompts`."""
+    tok = run.tokenizer
+    return finetune(model, tok, [tok(p.prompt).input_ids for p in prompts], run.train_data,
+                    [tok(p.prompt).input_ids for p in probes], run.valid_data, cfg, run.cfg.weight_decay,
+                    tuple(run.cfg.betas), run.cfg.precision, run.cfg.device, run.name, progress)
+
+
 def finetune_decoder(decoder_dir: str | Path, run, train_stories: Sequence[dict] | Sequence[str],
                      probe_stories: Sequence[dict] | Sequence[str], cfg: UnlikelihoodConfig, progress: bool = True,
                      log: Callable[[str], None] = print) -> UnlikelihoodResult | None:
@@ -245,8 +264,7 @@ def finetune_decoder(decoder_dir: str | Path, run, train_stories: Sequence[dict]
     out = Path(decoder_dir)
     state = read_json(out / "train_state.json")  # plain training must be finished
     mle_fp = state.get("extra", {}).get("fingerprint")
-    prompts = G.make_prompts(train_stories, None, cfg.prompt_frac, cfg.min_words, cfg.max_words, cfg.seed)
-    probes = G.make_prompts(probe_stories, cfg.probe_prompts, cfg.prompt_frac, cfg.min_words, cfg.max_words, cfg.seed + 1)
+    prompts, probes = phase_prompts(train_stories, probe_stories, cfg)
     fp = fingerprint("unlikelihood-v2", mle_fp, asdict(cfg), [p.prompt for p in prompts], [p.prompt for p in probes])
     marker, best, mle_best = out / MARKER, out / "best", out / MLE_DIR
     if marker.is_file() and best.is_dir():
@@ -269,9 +287,7 @@ def finetune_decoder(decoder_dir: str | Path, run, train_stories: Sequence[dict]
         f"({len(prompts):,} training prompts, {len(probes)} held-out probe prompts)")
     tok = run.tokenizer
     model = load_decoder(mle_best)
-    res = finetune(model, tok, [tok(p.prompt).input_ids for p in prompts], run.train_data,
-                   [tok(p.prompt).input_ids for p in probes], run.valid_data, cfg, run.cfg.weight_decay,
-                   tuple(run.cfg.betas), run.cfg.precision, run.cfg.device, run.name, progress)
+    res = finetune_planned(model, run, prompts, probes, cfg, progress)
     model.to("cpu")
     with atomic_path(best) as tmp:  # replaces best/ in one rename; mle-best/ is the source of any rerun
         model.save_pretrained(tmp)

@@ -12,7 +12,7 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
-from helpers.core.stats import intervals_apart, wilson_interval
+from helpers.core.stats import intervals_apart
 from helpers.diversity.self_bleu import k_choice_label
 from helpers.evaluation.zero_shot import chance_verdict  # the one rule for "above chance" (also interval_table's)
 from helpers.report.reporting import fmt_interval
@@ -365,17 +365,16 @@ def repetition_finetune(history: pd.DataFrame) -> list[str]:
     continuations that loop, with Wilson intervals, that end, and that are healthy: ended without a loop; and the
     held-out loss), from the probe of the plain model (step 0) to the probe of the checkpoint kept (step 0 again
     when no fine-tuned checkpoint was healthier). ``history``: rows of
-    :func:`helpers.diversity.unlikelihood.history_rows` (budget, step, loops, ended, valid loss, chosen) and the
-    probe size in ``probe prompts``."""
+    :func:`helpers.diversity.unlikelihood.history_rows` (budget, step, loops with its ``loops low``/``high``,
+    ended, valid loss, chosen) and the probe size in ``probe prompts``."""
     if history.empty:
         return ["repetition fine-tuning is off in this profile: the decoders are the plain best-validation models"]
     out = []
     for budget, h in history.groupby("budget", sort=False):
         before, after = h[h.step == 0].iloc[0], h[h.chosen].iloc[0]
         n = int(h["probe prompts"].iloc[0])
-        lo_b, hi_b = wilson_interval(round(before.loops * n), n)
-        lo_a, hi_a = wilson_interval(round(after.loops * n), n)
-        apart = hi_a < lo_b
+        (lo_b, hi_b), (lo_a, hi_a) = ((r["loops low"], r["loops high"]) for r in (before, after))
+        apart = hi_a < lo_b  # fewer loops, beyond the intervals
         out.append(f"{budget}: greedy continuations that loop {100 * before.loops:.0f} % [{100 * lo_b:.0f}, "
                    f"{100 * hi_b:.0f}] -> {100 * after.loops:.0f} % [{100 * lo_a:.0f}, {100 * hi_a:.0f}] of {n} "
                    f"held-out prompts ({'intervals apart' if apart else 'intervals overlap: not clearly fewer'}), "
