@@ -68,8 +68,10 @@ def main(argv=None) -> None:
     res = U.finetune_decoder(out, run, read_corpus(data / f"{a.budget}.jsonl"), read_corpus(data / "tiny-valid.jsonl"), cfg)
     print(f"[{a.name}] fine-tuning: {res.seconds / 60:.1f} min (this call {(time.time() - t0) / 60:.1f} min)")
     rows = []
-    for label, folder, probe in (("plain (mle-best)", out / U.MLE_DIR, res.before), ("fine-tuned (best)", out / "best", res.after)):
-        scores = target_scores(a.profile, folder, out / "targets" / folder.name)
+    # the plain model is the source recipe's best/: scored once, in the recipe's own cache (recipe.py --targets)
+    for label, folder, cache, probe in (("plain (mle-best)", src / "best", src / "targets", res.before),
+                                        ("fine-tuned (best)", out / "best", out / "targets" / "best", res.after)):
+        scores = target_scores(a.profile, folder, cache)
         rows.append({"model": label, "probe step": probe["step"], "held-out loss": probe["valid loss"],
                      "probe loops %": 100 * probe["loops"], "probe ended %": 100 * probe["ended"], **scores})
     import pandas as pd

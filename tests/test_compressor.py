@@ -363,6 +363,11 @@ def test_memory_table_estimates_and_skips(monkeypatch):
     assert skipped["est_mb"] == pytest.approx(245 * 2)
     pivot = M.memory_pivot(rows)
     assert pivot.loc[("gpt-neo", 64), 16] == "skipped" and pivot.loc[("compressor", 64), 16] == 165
+    # measured two models at a time: the same rows in the same order (kind, width, batch)
+    side = memory_table([64], [2, 4, 8, 16], cap_mb=300.0, jobs=2)
+    assert side == rows
+    with pytest.raises(ValueError):
+        memory_table([64], [2], jobs=0)
 
 
 @pytest.mark.slow

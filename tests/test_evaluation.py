@@ -358,6 +358,24 @@ def test_evaluate_saved_scores_a_saved_folder_as_the_model_in_memory(decoder, de
         assert ours.rows == direct.rows and len(ours.rows) == 5
 
 
+def test_evaluate_many_scores_a_runs_decoders_and_encoders_as_one_by_one(decoder, decoder_tokenizer, encoder,
+                                                                         encoder_tokenizer, tmp_path):
+    """Notebook 05's zero-shot step: every ``decoders/<name>/best`` and ``encoders/<name>/best`` of a run folder,
+    keyed ``(kind, name)``, each as :func:`evaluate_saved` scores it, items cached under ``eval/``."""
+    for folder, model, tok in (("decoders/d1", decoder, decoder_tokenizer), ("decoders/d2", decoder, decoder_tokenizer),
+                               ("encoders/e1", encoder, encoder_tokenizer)):
+        model.save_pretrained(tmp_path / folder / "best")
+        tok.save_pretrained(tmp_path / folder / "best")
+    enc_kw = dict(reduction="mean", max_tokens=512, limit_per_task=1)
+    zero = ev.evaluate_many(tmp_path, ["d2", "d1"], ["e1"], ("supplement",), 1,
+                            decoder_kwargs=dict(limit_per_task=1), encoder_kwargs=enc_kw)
+    assert list(zero) == [("decoder", "d2"), ("decoder", "d1"), ("encoder", "e1")]
+    alone = ev.evaluate_saved(tmp_path / "encoders/e1/best", "mlm", ("supplement",), progress=False, **enc_kw)
+    assert zero[("encoder", "e1")].rows == alone.rows and len(alone.rows) == 5
+    assert zero[("decoder", "d1")].rows == zero[("decoder", "d2")].rows  # the same weights under two names
+    assert (tmp_path / "eval" / "decoders" / "d1" / "supplement.jsonl").is_file()
+
+
 # ----------------------------------------------------------------------------------------------- paper tables
 
 REF = REPO / "params" / "paper_reference"

@@ -309,6 +309,29 @@ def test_contrastive_sentences_count_wins_ties_and_chance():
     assert "(90 wins, 90 losses, 20 ties (counted half))" in tied[1]
     scored = architecture_findings.contrastive(_contrast(**{"themed factual": 0.25}))
     assert not any(x.startswith("themed suites") for x in scored)
+    # with interval columns (suites.suite_columns): the all-zero check reads the scores only, the sentence the bounds
+    bounds = {"themed factual CI low": 0.0, "themed factual CI high": 0.30, "themed reasoning CI low": 0.0,
+              "themed reasoning CI high": 0.34}
+    wide = architecture_findings.contrastive(_contrast(**bounds).fillna(bounds))
+    assert wide[3].startswith("themed suites (factual, reasoning): every score is 0 for every model (95 % intervals "
+                              "reach at most 0.34: few prompts)")
+
+
+def test_suite_columns_put_each_suite_score_beside_its_interval():
+    from helpers.story_eval import suites as SE
+    graded = pd.DataFrame([{"model": m, "suite": s, "id": f"{s}-{i}", "score": sc}
+                           for m, per in (("b", {"factual": [0, 0, 0], "reasoning": [1, 0.5, 0]}),
+                                          ("a", {"factual": [1, 1, 0], "reasoning": [0, 0, 0]}))
+                           for s, scores in per.items() for i, sc in enumerate(scores)])
+    graded["grade"] = graded["score"].map({1: "success", 0.5: "partial", 0: "fail"})
+    summary = SE.grade_summary(graded)
+    wide = SE.suite_columns(summary, prefix="themed ")
+    assert wide["model"].tolist() == ["b", "a"]  # the graded table's order
+    assert list(wide.columns) == ["model", "themed factual", "themed factual CI low", "themed factual CI high",
+                                  "themed reasoning", "themed reasoning CI low", "themed reasoning CI high"]
+    row = wide.set_index("model").loc["a"]
+    assert row["themed factual"] == pytest.approx(2 / 3) and row["themed reasoning"] == 0.0
+    assert row["themed reasoning CI low"] == 0.0 and row["themed reasoning CI high"] > 0.4  # 0 of 3: Wilson, not [0, 0]
 
 
 def test_glue_majority_counts_results_at_or_below_the_baseline():

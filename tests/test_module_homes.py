@@ -42,7 +42,8 @@ HOMES = {
     "diversity.continuation_health": ["repeated_run", "continuation_health"],
     # repetition measured there, trained away here (sequence-level unlikelihood fine-tuning of the decoders)
     "diversity.unlikelihood": ["UnlikelihoodConfig", "UnlikelihoodResult", "repeated_ngram_mask", "unlikelihood_loss",
-                               "probe", "finetune", "finetune_decoder", "history_rows"],
+                               "probe", "finetune", "finetune_decoder", "history_rows", "phase_lr", "phase_prompts",
+                               "finetune_planned", "finetune_decoders"],
     "core.stats": ["bootstrap_mean_interval", "wilson_interval", "intervals_apart"],
     # evaluation.py kept pairs -> rows, summaries, the top level and the paper comparison; minimal_pairs.TASKS and
     # TASK_NAMES are not listed because finetune has its own (the GLUE tasks), another concept with the same names
@@ -52,7 +53,8 @@ HOMES = {
     "evaluation.zero_shot": ["SCORING_VERSION", "tie_coin", "Scorer", "score_items", "BOOTSTRAP_SAMPLES", "paradigm_mean_interval",
                    "summarise", "EvalSettings", "EvalResult", "chance_verdict", "interval_table", "average_note",
                    "model_digest", "tokenizer_digest", "make_scorer", "evaluate_model", "PAPER_BENCHMARKS",
-                   "paper_authors_row", "paper_ewok_has_context", "compare_with_paper"],
+                   "paper_authors_row", "paper_ewok_has_context", "compare_with_paper", "evaluate_saved",
+                   "evaluate_many"],
     "training.recipes": ["encode_blocks", "blocks_digest", "train_or_skip", "train_decoder", "DecoderRun", "plan_decoders",
                 "EncoderRun", "encoder_documents", "balance_blocks", "long_phase_data", "encoder_model", "plan_encoders",
                 "train_encoder"],

@@ -7,6 +7,7 @@ import random
 import pandas as pd
 import pytest
 
+from helpers.core.stats import wilson_interval
 from helpers.story_eval import folding as FO, instruct as INS, suites as SE
 from helpers.judge import runs as JR
 from helpers.report import story_views as SV
@@ -165,9 +166,11 @@ def test_grade_table_summary_and_colours():
     assert g["grade"].tolist() == ["success", "fail", "fail", "fail"]
     s = SE.grade_summary(g)
     assert s.set_index("model").loc["a", ["success", "fail", "score"]].tolist() == [1, 1, 0.5]
-    # two prompts, one success: the bootstrap interval of the mean spans 0..1; model b failed both: [0, 0]
+    # two prompts, one success: the bootstrap interval of the mean spans 0..1; model b failed both: a bootstrap
+    # would say [0, 0], the Wilson interval of 0 successes in 2 says how little two prompts tell
     assert s.set_index("model").loc["a", ["score CI low", "score CI high"]].tolist() == [0.0, 1.0]
-    assert s.set_index("model").loc["b", ["score CI low", "score CI high"]].tolist() == [0.0, 0.0]
+    lo, hi = s.set_index("model").loc["b", ["score CI low", "score CI high"]].tolist()
+    assert lo == 0.0 and hi == pytest.approx(wilson_interval(0, 2)[1]) and 0.6 < hi < 0.7
     html = SV.colour_table_html(g, caption="ct", extra={("a", "context-tracking-4"): "judge 9/10"})
     assert html.count(SE.GRADE_COLOURS["success"]) == 1 and html.count(SE.GRADE_COLOURS["fail"]) == 3
     assert "judge 9/10" in html and "expected:" in html

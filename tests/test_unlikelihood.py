@@ -126,6 +126,19 @@ def test_config_is_checked():
         U.UnlikelihoodConfig(steps=-1)
     with pytest.raises(ValueError):
         U.UnlikelihoodConfig(steps=10, lr=0)
+    with pytest.raises(ValueError, match="schedule"):
+        U.UnlikelihoodConfig(steps=10, schedule="linear")
+
+
+def test_phase_lr_is_constant_or_a_cosine_down_to_zero():
+    const = U.UnlikelihoodConfig(steps=100, lr=1e-4)
+    assert [U.phase_lr(const, s) for s in (0, 50, 99)] == [1e-4] * 3
+    cos = U.UnlikelihoodConfig(steps=100, lr=1e-4, schedule="cosine")
+    lrs = [U.phase_lr(cos, s) for s in range(100)]
+    assert lrs[0] == pytest.approx(1e-4) and lrs[50] == pytest.approx(5e-5)
+    assert U.phase_lr(cos, 100) == pytest.approx(0.0, abs=1e-20)
+    assert all(a > b for a, b in zip(lrs, lrs[1:]))  # strictly decreasing, never negative
+    assert min(lrs) > 0
 
 
 def test_the_checkpoint_kept_is_the_healthiest_not_the_least_looping():
@@ -184,3 +197,40 @@ def test_history_rows_flag_the_kept_probe_and_carry_wilson_intervals():
     # 48 of 64: the Wilson interval 0.63-0.84, not the normal approximation's 0.64-0.86
     assert (round(rows[0]["loops low"], 2), round(rows[0]["loops high"], 2)) == (0.63, 0.84)
     assert rows[1]["ended high"] == 1.0 and rows[1]["ended low"] < 1.0
+
+
+def test_finetune_decoders_runs_each_budget_largest_first_and_returns_them_in_order(tmp_path, tiny, decoder_tokenizer,
+                                                                                   real_stories, monkeypatch):
+    """Notebook 02's phase over its budgets: each decoder folder is fine-tuned from its own stories
+    (``data/<name>.jsonl``) with probes from ``data/tiny-valid.jsonl``; the longest job is handed out first."""
+    spec, model = tiny
+    runs = {}
+    for name, n in (("small", 60), ("large", 200)):
+        out, run = _decoder_folder(tmp_path / name, spec, model, decoder_tokenizer, real_stories)
+        run.train_data = recipes.encode_blocks(decoder_tokenizer, real_stories[:n], spec.context)
+        target = tmp_path / "decoders" / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        out.rename(target)
+        runs[name] = run
+    (tmp_path / "data").mkdir()
+    for name, stories in (("small", real_stories[:60]), ("large", real_stories[:200]), ("tiny-valid", real_stories[300:])):
+        (tmp_path / "data" / f"{name}.jsonl").write_text(
+            "".join(json.dumps({"id": f"{name}-{i}", "text": s}) + "\n" for i, s in enumerate(stories)))
+    seen = []
+    real_run_jobs = U.run_jobs
+
+    def spy(fn, jobs, workers, **kw):
+        seen.append((list(jobs), workers))
+        return real_run_jobs(fn, jobs, workers, **kw)
+
+    monkeypatch.setattr(U, "run_jobs", spy)
+    cfg = U.UnlikelihoodConfig(steps=1, batch_size=4, rollout_tokens=16, mle_batch=2, probe_every=1, probe_prompts=4,
+                               probe_tokens=16, lr=1e-2)
+    res = U.finetune_decoders(tmp_path, runs, cfg, workers=1)
+    assert list(res) == ["small", "large"] and seen == [(["large", "small"], 1)]
+    assert all(r.steps == 1 and (tmp_path / "decoders" / n / "unlikelihood.json").is_file() for n, r in res.items())
+    alone = U.finetune_decoder(tmp_path / "decoders" / "large", runs["large"], real_stories[:200], real_stories[300:],
+                               cfg, progress=False, log=lambda _m: None)  # the same inputs: skipped, same history
+    assert alone.history == res["large"].history
+    off = U.finetune_decoders(tmp_path, runs, U.UnlikelihoodConfig(steps=0), workers=2)
+    assert off == {"small": None, "large": None} and seen[-1][1] == 1  # nothing to run: no worker processes

@@ -14,6 +14,7 @@ uses stays ``<decoder>/best`` (the fine-tuned one), the best-validation model of
 from __future__ import annotations
 
 import copy
+import math
 import random
 import shutil
 import time
@@ -25,9 +26,11 @@ import torch
 
 from helpers.core.artifacts import atomic_path, fingerprint, read_json, write_json
 from helpers.core.config import shown_path
+from helpers.core.parallel import run_jobs
 from helpers.core.hardware import autocast_context, compute_device, resolve_precision
 from helpers.core.progress import progress as progress_bar
 from helpers.core.stats import wilson_interval
+from helpers.data.budgets import read_corpus
 from helpers.data.corpora import PackedBlocks
 from helpers.data.tokenizers import end_of_text_id
 from helpers.diversity.continuation_health import repeated_run
@@ -39,6 +42,7 @@ from helpers.training.loop import evaluate, lm_loss, param_groups
 GREEDY = Decoding("greedy")
 MARKER = "unlikelihood.json"  # in the decoder's folder: the finished phase's fingerprint and probe history
 MLE_DIR = "mle-best"  # the best-validation model of plain training, once the fine-tuned model replaced it
+SCHEDULES = ("constant", "cosine")
 
 
 @dataclass(frozen=True)
@@ -50,7 +54,8 @@ class UnlikelihoodConfig:
     rollout_tokens: int = 128  # new tokens per greedy rollout
     ngram: int = 4  # a token is penalised when it lies in a run of this many tokens seen earlier in the rollout
     alpha: float = 1.0  # weight of the unlikelihood term beside the next-token loss
-    lr: float = 5e-5  # constant (AdamW with the decoder's betas and weight decay)
+    lr: float = 5e-5  # AdamW with the decoder's betas and weight decay
+    schedule: str = "constant"  # "constant" lr, or "cosine": from ``lr`` down to 0 at ``steps``
     mle_batch: int = 16  # training blocks of the next-token loss per step
     probe_every: int = 25
     probe_prompts: int = 64  # held-out prompts completed greedily at each probe
@@ -68,6 +73,8 @@ class UnlikelihoodConfig:
         if (self.alpha < 0 or self.lr <= 0 or self.probe_every < 1 or self.probe_prompts < 1 or self.probe_tokens < 1
                 or self.patience < 0):
             raise ValueError(f"invalid repetition fine-tuning config: {self}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"unknown repetition fine-tuning schedule {self.schedule!r}; one of {SCHEDULES}")
         object.__setattr__(self, "prompt_frac", tuple(self.prompt_frac))  # a params file gives a list
 
 
@@ -90,6 +97,14 @@ class UnlikelihoodResult:
     @property
     def after(self) -> dict:
         return self.probe(self.chosen_step)
+
+
+def phase_lr(cfg: UnlikelihoodConfig, step: int) -> float:
+    """The learning rate of step ``step`` (0-based) of the phase: ``cfg.lr`` throughout, or a cosine from ``cfg.lr``
+    at step 0 towards 0 at ``cfg.steps``."""
+    if cfg.schedule == "constant" or cfg.steps <= 0:
+        return cfg.lr
+    return cfg.lr * 0.5 * (1.0 + math.cos(math.pi * min(step, cfg.steps) / cfg.steps))
 
 
 def repeated_ngram_mask(ids: Sequence[int], n: int) -> list[bool]:
@@ -194,6 +209,8 @@ def finetune(model, tokenizer, train_prompts: Sequence[Sequence[int]], train_dat
             loss = mle + cfg.alpha * ul
         if not torch.isfinite(loss):
             raise FloatingPointError(f"{name}: repetition fine-tuning loss became {float(loss)} at step {step}")
+        for group in opt.param_groups:
+            group["lr"] = phase_lr(cfg, step)
         opt.zero_grad(set_to_none=True)
         loss.float().backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -305,6 +322,24 @@ def finetune_decoder(decoder_dir: str | Path, run, train_stories: Sequence[dict]
         + f"; {res.seconds / 60:.1f} min; plain model kept in "
         f"{shown_path(mle_best)})")
     return res
+
+
+def finetune_decoders(run_dir: str | Path, runs: dict, cfg: UnlikelihoodConfig, workers: int | str = 1,
+                      probe_corpus: str = "tiny-valid") -> dict[str, UnlikelihoodResult | None]:
+    """:func:`finetune_decoder` of each of notebook 02's decoders (``runs``: budget name -> its plan) under
+    ``run_dir``: prompts from the budget's own stories (``<run_dir>/data/<name>.jsonl``), probes from
+    ``<run_dir>/data/<probe_corpus>.jsonl``. The phases run side by side in ``workers`` processes
+    (:func:`helpers.core.parallel.run_jobs`; one when ``cfg.steps`` is 0), the largest budget (the longest job)
+    first; the results come back in the order of ``runs``."""
+    run_dir = Path(run_dir)
+    data = run_dir / "data"
+    probe_stories = read_corpus(data / f"{probe_corpus}.jsonl")
+    jobs = {name: dict(decoder_dir=run_dir / "decoders" / name, run=runs[name],
+                       train_stories=read_corpus(data / f"{name}.jsonl"), probe_stories=probe_stories, cfg=cfg,
+                       progress=False)
+            for name in sorted(runs, key=lambda n: len(runs[n].train_data), reverse=True)}
+    done = run_jobs(finetune_decoder, jobs, workers if cfg.steps else 1, desc="repetition fine-tuning runs")
+    return {name: done[name] for name in runs}
 
 
 def history_rows(results: dict[str, UnlikelihoodResult | None], confidence: float = 0.95) -> list[dict]:

@@ -26,6 +26,7 @@ import torch
 
 from helpers.core.artifacts import fingerprint, read_jsonl, run_step, sha256_file, write_jsonl
 from helpers.core.hardware import compute_device
+from helpers.core.parallel import run_jobs
 from helpers.core.stats import percentile_interval
 from helpers.data.tokenizers import load_tokenizer
 from helpers.evaluation.lm_scoring import Request, _bar, causal_scores, mlm_scores
@@ -356,6 +357,26 @@ def evaluate_saved(folder: str | Path, kind: Literal["causal", "mlm"], tasks: Se
     :func:`helpers.core.parallel.run_jobs` can score several models side by side."""
     model = load_decoder(folder) if kind == "causal" else load_model(folder)
     return evaluate_model(model.eval(), load_tokenizer(folder), kind, tasks, **kwargs)
+
+
+def evaluate_many(run_dir: str | Path, decoders: Sequence[str], encoders: Sequence[str], tasks: Sequence[str] = TASKS,
+                  workers: int | str = 1, *, decoder_kwargs: Mapping[str, Any] | None = None,
+                  encoder_kwargs: Mapping[str, Any] | None = None) -> dict[tuple[str, str], EvalResult]:
+    """Notebook 05's zero-shot scores: :func:`evaluate_saved` of every decoder (``<run_dir>/decoders/<name>/best``,
+    causal) and encoder (``<run_dir>/encoders/<name>/best``, PLL), items cached under ``<run_dir>/eval/``, scored
+    side by side in ``workers`` processes (:func:`helpers.core.parallel.run_jobs`). ``decoder_kwargs`` /
+    ``encoder_kwargs`` go to :func:`evaluate_model` (batch size, limit per task, reduction, seed, ...). Keys:
+    ``("decoder" | "encoder", name)``, decoders first, each in the order given."""
+    run_dir = Path(run_dir)
+    jobs = {}
+    for kind, names, folder, scorer, extra in (("decoder", decoders, "decoders", "causal", decoder_kwargs),
+                                               ("encoder", encoders, "encoders", "mlm", encoder_kwargs)):
+        for name in names:
+            jobs[f"{kind} {name}"] = dict(folder=run_dir / folder / name / "best", kind=scorer, tasks=tasks,
+                                          out_dir=run_dir / "eval" / folder / name, name=name, progress=False,
+                                          **dict(extra or {}))
+    scored = run_jobs(evaluate_saved, jobs, workers, desc="zero-shot scoring runs")
+    return {tuple(key.split(" ", 1)): result for key, result in scored.items()}
 
 
 # ----------------------------------------------------------------------------- published numbers beside ours

@@ -67,8 +67,8 @@ def blimp_intervals(table: pd.DataFrame, chance: float = 50.0) -> list[str]:
 def contrastive(table: pd.DataFrame, chance: float = 50.0) -> list[str]:
     """Notebook 02b: plain vs contrastive. Per model the order preference (``prefers original (%)`` with its
     ``prefers CI low``/``high``, ``order wins``/``ties``/``losses``) against ``chance``, and its held-out loss on
-    original vs shuffled stories; then the contrastive − plain gaps, and the themed suites (``themed *`` columns)
-    when every score is 0."""
+    original vs shuffled stories; then the contrastive − plain gaps, and the themed suites (``themed <suite>``
+    columns, with ``… CI low``/``… CI high``) when every score is 0."""
     out = []
     for _, r in table.iterrows():
         verdict = chance_verdict(r["prefers CI low"], r["prefers CI high"], chance)
@@ -85,10 +85,12 @@ def contrastive(table: pd.DataFrame, chance: float = 50.0) -> list[str]:
         out.append(f"contrastive − plain: best held-out loss {d.at['contrastive', 'best valid loss'] - d.at['plain', 'best valid loss']:+.3f} "
                    f"nats/token, order preference {d.at['contrastive', 'prefers original (%)'] - d.at['plain', 'prefers original (%)']:+.1f} points"
                    + (f", BLiMP {d.at['contrastive', 'BLiMP'] - d.at['plain', 'BLiMP']:+.1f} points" if "BLiMP" in d else ""))
-    themed = [c for c in table.columns if c.startswith("themed ")]
+    themed = [c for c in table.columns if c.startswith("themed ") and not c.endswith((" CI low", " CI high"))]
     if themed and (table[themed].to_numpy() == 0).all():
+        highs = [c + " CI high" for c in themed if c + " CI high" in table]
+        bound = (f" (95 % intervals reach at most {table[highs].to_numpy().max():.2f}: few prompts)" if highs else "")
         out.append(f"themed suites ({', '.join(c.removeprefix('themed ') for c in themed)}): every score is 0 for every "
-                   "model — no greedy completion contains an answer key (the prompts are answered, badly: see the "
+                   f"model{bound} — no greedy completion contains an answer key (the prompts are answered, badly: see the "
                    "completions printed above), so these columns do not separate the models")
     return out
 

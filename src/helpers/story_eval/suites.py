@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from helpers.core.stats import mean_interval
+from helpers.core.stats import mean_interval, wilson_interval
 from helpers.data.corpora import read_text
 from helpers.generation.completions import Prompt
 from helpers.models.decoder import context_length
@@ -305,14 +305,21 @@ def grade_table(rows: Iterable[Mapping[str, Any]], keys: Sequence[AnswerKey]):
 
 def grade_summary(graded, confidence: float = 0.95, n_boot: int = 1000, seed: int = 0) -> Any:
     """Per model and suite: counts of success / partial / fail, the mean score (success 1, partial 0.5) and its
-    seeded percentile-bootstrap ``confidence`` interval over the prompts (``score CI low`` / ``score CI high``)."""
+    seeded percentile-bootstrap ``confidence`` interval over the prompts (``score CI low`` / ``score CI high``).
+    Where every prompt of a group has the same score (all fail, say) the bootstrap can only return that score, an
+    interval of width 0; such a group gets the Wilson interval of its score × prompts successes in its prompts
+    instead (all 9 failing: [0, 0.30], not [0, 0])."""
 
     counts = graded.pivot_table(index=["model", "suite"], columns="grade", values="id", aggfunc="count", fill_value=0)
     counts = counts.reindex(columns=list(GRADES), fill_value=0)
     score = graded.groupby(["model", "suite"])["score"].mean().rename("score")
     rng = np.random.default_rng(seed)  # one draw sequence for all groups, in groupby order
-    ci = {key: mean_interval(part.to_numpy(dtype=float), confidence, n_boot, rng=rng)
-          for key, part in graded.groupby(["model", "suite"])["score"]}
+    ci = {}
+    for key, part in graded.groupby(["model", "suite"])["score"]:
+        v = part.to_numpy(dtype=float)
+        ci[key] = mean_interval(v, confidence, n_boot, rng=rng)
+        if np.ptp(v) == 0:  # a constant sample: the bootstrap interval has width 0
+            ci[key] = wilson_interval(float(v.sum()), len(v), confidence)
     bounds = pd.DataFrame.from_dict(ci, orient="index", columns=["score CI low", "score CI high"])
     bounds.index = pd.MultiIndex.from_tuples(bounds.index, names=["model", "suite"])
     out = pd.concat([counts, score, bounds], axis=1).reset_index()
@@ -320,4 +327,18 @@ def grade_summary(graded, confidence: float = 0.95, n_boot: int = 1000, seed: in
     order = {m: i for i, m in enumerate(dict.fromkeys(graded["model"]))}
     sorder = {s: i for i, s in enumerate(SUITES)}
     return out.sort_values(["model", "suite"], key=lambda c: c.map(order) if c.name == "model" else c.map(sorder)).reset_index(drop=True)
+
+
+def suite_columns(summary: pd.DataFrame, prefix: str = "themed ") -> pd.DataFrame:
+    """:func:`grade_summary` one row per model: for each suite (in :data:`SUITES` order) the score and its interval
+    as columns ``<prefix><suite>``, ``<prefix><suite> CI low``, ``<prefix><suite> CI high``."""
+    cols = {}
+    for suite in [s for s in SUITES if s in set(summary["suite"])]:
+        part = summary[summary["suite"] == suite].set_index("model")
+        cols[f"{prefix}{suite}"] = part["score"]
+        cols[f"{prefix}{suite} CI low"] = part["score CI low"]
+        cols[f"{prefix}{suite} CI high"] = part["score CI high"]
+    out = pd.DataFrame(cols)
+    out.index.name = "model"
+    return out.reindex(list(dict.fromkeys(summary["model"]))).reset_index()
 
