@@ -503,3 +503,26 @@ def test_compare_runs_ignores_machine_columns_and_finds_changed_numbers(tmp_path
     (new / "t.csv").write_text("model,loss\na,2.5\n")
     res = compare_runs.compare_tables(compare_runs.read_tables(old), compare_runs.read_tables(new))
     assert res["gone"] == ["u.csv"] and res["differ"]["t.csv"].startswith("rows: 2 -> 1")
+
+
+def test_compare_runs_reads_a_committed_table_as_the_file_on_disk(tmp_path, monkeypatch):
+    """A generated completion may hold a bare carriage return inside a quoted field: the committed table, read
+    through ``git show``, must parse to the same values as the file (text mode turned it into a newline)."""
+    import subprocess
+
+    import pandas as pd
+
+    from helpers.report import compare_runs
+
+    folder = tmp_path / "reports" / "cpu" / "tables"
+    folder.mkdir(parents=True)
+    # the comma makes the field quoted, as the real completions' commas and quotes do
+    pd.DataFrame({"model": ["a"], "completion": ["junk,\rmore junk"]}).to_csv(folder / "t.csv", index=False)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "core.autocrlf=false"]
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    subprocess.run([*git, "add", "."], cwd=tmp_path, check=True)
+    subprocess.run([*git, "commit", "-qm", "t"], cwd=tmp_path, check=True)
+    monkeypatch.setattr(compare_runs, "repo_root", lambda: tmp_path)
+    committed = compare_runs.read_tables_at("HEAD")
+    assert committed["t.csv"]["completion"][0] == "junk,\rmore junk"
+    assert compare_runs.compare_tables(committed, compare_runs.read_tables(folder))["same"] == ["t.csv"]

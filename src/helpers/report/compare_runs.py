@@ -66,8 +66,9 @@ def read_tables_at(revision: str, folder: str = "reports/cpu/tables") -> dict[st
     root = repo_root()
     names = subprocess.run(["git", "ls-tree", "--name-only", f"{revision}:{folder}"], cwd=root, capture_output=True,
                            text=True, check=True).stdout.split()
-    return {n: pd.read_csv(io.StringIO(subprocess.run(["git", "show", f"{revision}:{folder}/{n}"], cwd=root,
-                                                      capture_output=True, text=True, check=True).stdout))
+    # bytes, as read_tables reads a file: text mode would turn a "\r" inside a quoted completion into "\n"
+    return {n: pd.read_csv(io.BytesIO(subprocess.run(["git", "show", f"{revision}:{folder}/{n}"], cwd=root,
+                                                     capture_output=True, check=True).stdout))
             for n in names if n.endswith(".csv")}
 
 
