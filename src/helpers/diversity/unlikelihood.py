@@ -26,8 +26,8 @@ import torch
 
 from helpers.core.artifacts import atomic_path, fingerprint, read_json, write_json
 from helpers.core.config import shown_path
-from helpers.core.parallel import run_jobs
 from helpers.core.hardware import autocast_context, compute_device, resolve_precision
+from helpers.core.parallel import run_jobs
 from helpers.core.progress import progress as progress_bar
 from helpers.core.stats import wilson_interval
 from helpers.data.budgets import read_corpus
