@@ -317,8 +317,8 @@ def grade_summary(graded, confidence: float = 0.95, n_boot: int = 1000, seed: in
     ci = {}
     for key, part in graded.groupby(["model", "suite"])["score"]:
         v = part.to_numpy(dtype=float)
-        ci[key] = mean_interval(v, confidence, n_boot, rng=rng)
-        if np.ptp(v) == 0:  # a constant sample: the bootstrap interval has width 0
+        ci[key] = mean_interval(v, confidence, n_boot, rng=rng)  # drawn even when replaced below: the other
+        if np.ptp(v) == 0:  # groups keep their draws; a constant sample's bootstrap interval has width 0
             ci[key] = wilson_interval(float(v.sum()), len(v), confidence)
     bounds = pd.DataFrame.from_dict(ci, orient="index", columns=["score CI low", "score CI high"])
     bounds.index = pd.MultiIndex.from_tuples(bounds.index, names=["model", "suite"])
