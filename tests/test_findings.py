@@ -141,13 +141,13 @@ def test_sweep_caveat_names_the_tuned_width_lr_and_steps():
 def test_interpretability_sentences():
     heads = pd.DataFrame({"model": ["m"] * 4, "layer": [0, 0, 1, 1], "label": ["positional", "semantic", "positional", "semantic"]})
     assert interpret_findings.attention_heads(heads) == ["m: 2 of 4 heads positional (layer 0, layer 1); 2 semantic or mixed"]
-    total = pd.DataFrame([{"model": "m", "top tokens": "all", "specialists": 30, "neurons": 100, "expected by chance": 2.0},
-                          {"model": "m", "top tokens": "distinct", "specialists": 5, "neurons": 100, "expected by chance": 4.0}])
+    total = pd.DataFrame([{"model": "m", "top tokens": "all", "specialists": 30, "neurons": 100, "expected neurons by chance": 2.0},
+                          {"model": "m", "top tokens": "distinct", "specialists": 5, "neurons": 100, "expected neurons by chance": 4.0}])
     s = interpret_findings.specialists(total)
     assert "against a floor of 2.0 expected by chance (a floor, not a fair null" in s[0]  # notebook 06's markdown
     assert "more than chance" not in s[0]  # no verdict against a floor
     assert s[1].endswith("not clearly more than chance")
-    total = total.assign(**{"top tokens": "distinct", "expected by chance": 1.0})
+    total = total.assign(**{"top tokens": "distinct", "expected neurons by chance": 1.0})
     assert interpret_findings.specialists(total)[0].endswith(": more than chance")
     classes = {"noun": 3, "verb": 4, "adjective": 1, "name": 1, "punctuation": 1}
     total = total.assign(**classes, **{"other class": [20, 2], "specialists": [30, 12]})
@@ -474,7 +474,7 @@ def _summary(small_spec, large_spec, n=2048):
     from helpers.analysis.interpret_tables import specialist_totals
     per_layer = pd.DataFrame([{"model": m, "top tokens": "distinct", "layer": layer, "noun": k // 2, "verb": 0, "adjective": 0,
                                "name": 0, "punctuation": 0, "other class": k - k // 2, "specialists": k, "neurons": n // 2,
-                               "expected by chance": 35.0}
+                               "expected neurons by chance": 35.0}
                               for m, total in (("s", small_spec), ("l", large_spec))
                               for layer, k in ((0, total // 2), (1, total - total // 2))])
     return specialist_totals(per_layer)
@@ -484,8 +484,8 @@ def test_specialist_totals_sum_layers_and_add_wilson_intervals():
     from helpers.core.stats import wilson_interval
     t = _summary(507, 473)
     s = t.set_index("model").loc["s"]
-    assert (s.specialists, s.neurons, s["expected by chance"], s.noun) == (507, 2048, 70.0, 126 + 127)
-    assert s["share of neurons"] == 507 / 2048
+    assert (s.specialists, s.neurons, s["expected neurons by chance"], s.noun) == (507, 2048, 70.0, 126 + 127)
+    assert s["share of neurons"] == 507 / 2048 and s["expected share by chance"] == 70.0 / 2048
     assert (s["share CI low"], s["share CI high"]) == wilson_interval(507, 2048)
 
 

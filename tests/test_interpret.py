@@ -217,6 +217,9 @@ def test_analysis_is_cached_and_reused(tmp_path, model, tok, stories):
     rates = {a.name: tables.token_base_rates(a)}
     spec = tables.specialist_table(pd.concat([shares, dshares]), 0.5, rates, 5)
     assert list(spec["top tokens"]) == ["all", "distinct"] and (spec.specialists <= 128).all()
+    # the chance level as a count of neurons and as a share, beside the observed share
+    assert (spec["expected neurons by chance"] == spec["expected share by chance"] * spec.neurons).all()
+    assert ((spec["expected share by chance"] >= 0) & (spec["expected share by chance"] <= 1)).all()
     ex = tables.neuron_examples(a, 1, 0, idx, vals, 5)
     assert len(ex) == 5 and ex[0]["activation"] >= ex[-1]["activation"]
     assert "<mark" not in views.neuron_html(a, 1, 0, ex) and "class=\"top\"" in views.neuron_html(a, 1, 0, ex)
@@ -276,19 +279,23 @@ def test_plot_specialists_draws_the_chance_count_beside_the_total():
 
     classes = ["noun", "other class"]
     total = pd.DataFrame([{"model": m, "top tokens": mode, "noun": 10, "other class": 30, "specialists": 40,
-                           "neurons": 100, "expected by chance": chance}
+                           "neurons": 100, "expected neurons by chance": chance}
                           for mode, chance in [("all", 1.0), ("distinct", 20.0)] for m in ("a", "b")])
     fig = views.plot_specialists(total, classes, 20, "t", chance_label="chance")
     assert len(fig.axes) == 2
     ax = fig.axes[1]
     assert len(ax.patches) == 2 * 3  # 2 models x (2 classes + all specialists)
     assert sorted({round(p.get_height(), 3) for p in ax.patches}) == [0.1, 0.3, 0.4]
-    chance = ax.collections[0].get_segments()[0]
-    assert list(chance[:, 1]) == [0.2, 0.2] and chance[:, 0].min() > 1.5  # over the "all specialists" group
+    segments = [seg for c in ax.collections for seg in c.get_segments()]
+    chance = [seg for seg in segments if seg[0, 1] == seg[1, 1]]  # the horizontal ones
+    assert len(chance) == 2 and all(list(seg[:, 1]) == [0.2, 0.2] and seg[:, 0].min() > 1.5 for seg in chance)
     assert "chance" in [t.get_text() for t in fig.legends[0].get_texts()]
+    # every bar has its Wilson interval (neurons as independent draws): 10 of 100 -> [0.055, 0.174]
+    vertical = sorted(tuple(round(v, 3) for v in seg[:, 1]) for seg in segments if seg[0, 0] == seg[1, 0])
+    assert len(vertical) == 6 and (0.055, 0.174) in vertical
     plt.close(fig)
-    # with specialist_totals' interval columns, the "all specialists" bars carry their error bars
+    # with specialist_totals' interval columns, the "all specialists" bars carry that interval
     fig = views.plot_specialists(total.assign(**{"share CI low": 0.31, "share CI high": 0.5}), classes, 20, "t")
     vertical = [seg for c in fig.axes[1].collections for seg in c.get_segments() if seg[0, 0] == seg[1, 0]]
-    assert len(vertical) == 2 and {tuple(round(v, 3) for v in seg[:, 1]) for seg in vertical} == {(0.31, 0.5)}
+    assert len(vertical) == 6 and sum(tuple(round(v, 3) for v in seg[:, 1]) == (0.31, 0.5) for seg in vertical) == 2
     plt.close(fig)

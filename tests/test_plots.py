@@ -393,7 +393,7 @@ def _figures():
                            for layer in ("0", "1", "2", "3", "base rate")])
     specialist_classes = lexicon.SPECIALIST_CLASSES + ["other class"]
     total = pd.DataFrame([{"model": m, "top tokens": mode, **{c: 100 for c in specialist_classes}, "specialists": 600,
-                           "neurons": 2048, "expected by chance": 1.2} for mode in ("all", "distinct")
+                           "neurons": 2048, "expected neurons by chance": 1.2} for mode in ("all", "distinct")
                           for m in ("tiny-125k", "tiny-1M")])
     title = "Encoders: ours (10x fewer words) vs the authors' rows of BERTtime Stories Table 2"
     probes = pd.DataFrame(unlikelihood.history_rows({b: unlikelihood.UnlikelihoodResult(b, 150, 100, 1.0, [

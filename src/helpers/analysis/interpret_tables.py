@@ -146,7 +146,7 @@ def specialist_table(shares: "pd.DataFrame", threshold: float, base_rates: dict[
                      k: int) -> "pd.DataFrame":  # noqa: F821
     """Per model, top-token mode and layer: neurons whose top-k tokens are at least ``threshold`` in one class,
     counted by class (:data:`SPECIALIST_CLASSES`, any other class as "other class"), the total, the fraction of
-    neurons, and the number expected if top tokens were independent draws at the base rates
+    neurons, and the number and fraction of neurons expected if top tokens were independent draws at the base rates
     (``base_rates[model][mode]``, see :func:`token_base_rates` and :func:`chance_specialists`)."""
     rows = []
     for (model, mode, layer), g in shares.groupby(["model", "top tokens", "layer"], sort=False):
@@ -158,19 +158,22 @@ def specialist_table(shares: "pd.DataFrame", threshold: float, base_rates: dict[
         row["specialists"] = len(spec)
         row["share of neurons"] = len(spec) / max(len(g), 1)
         p = chance_specialists(base_rates[model][mode], k, threshold)
-        row["expected by chance"] = len(g) * sum(p.values())
+        row["expected neurons by chance"] = len(g) * sum(p.values())
+        row["expected share by chance"] = sum(p.values())
         rows.append(row)
     return pd.DataFrame(rows)
 
 
 def specialist_totals(spec: "pd.DataFrame", confidence: float = 0.95) -> "pd.DataFrame":  # noqa: F821
     """:func:`specialist_table` summed over layers, per model and top-token mode: the counts by class, the
-    specialists, neurons and number expected by chance, the share of neurons and its Wilson interval ("share CI
+    specialists, neurons and number expected by chance, the share of neurons, the share expected by chance and the
+    share's Wilson interval ("share CI
     low"/"share CI high"; neurons treated as independent draws: the interval covers neither training seeds nor the
     choice of stories)."""
-    cols = SPECIALIST_CLASSES + ["other class", "specialists", "neurons", "expected by chance"]
+    cols = SPECIALIST_CLASSES + ["other class", "specialists", "neurons", "expected neurons by chance"]
     total = spec.groupby(["model", "top tokens"], sort=False)[cols].sum().reset_index()
     total["share of neurons"] = total.specialists / total.neurons
+    total["expected share by chance"] = total["expected neurons by chance"] / total.neurons
     ci = [wilson_interval(int(k), int(n), confidence) for k, n in zip(total.specialists, total.neurons)]
     total["share CI low"] = [lo for lo, _ in ci]
     total["share CI high"] = [hi for _, hi in ci]

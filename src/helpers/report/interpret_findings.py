@@ -24,14 +24,14 @@ def attention_heads(heads: pd.DataFrame) -> list[str]:
 
 def specialists(summary: pd.DataFrame) -> list[str]:
     """Notebook 06: MLP neurons whose top tokens are dominated by one word class, against the number expected by
-    chance. Columns: model, "top tokens", specialists, neurons, "expected by chance" and, where present, "other
+    chance. Columns: model, "top tokens", specialists, neurons, "expected neurons by chance" and, where present, "other
     class" (specialists of a class outside the named ones, e.g. determiners), said when it is the bulk. In the
     ``all`` list a neuron that fires on one token is trivially a specialist, so its chance figure is a floor, not a
     fair null (notebook 06's markdown): that comparison is worded as such and given no verdict; the ``distinct``
     list is compared with chance ("more than" where the count is over twice the expected)."""
     out = []
     for _, r in summary.iterrows():
-        spec, n, exp = int(r["specialists"]), int(r["neurons"]), float(r["expected by chance"])
+        spec, n, exp = int(r["specialists"]), int(r["neurons"]), float(r["expected neurons by chance"])
         head = f"{r.model} ({r['top tokens']} top tokens): {spec} of {n} neurons are word-class specialists ({100 * spec / n:.0f} %)"
         if r["top tokens"] == "all":
             s = head + f", against a floor of {exp:.1f} expected by chance (a floor, not a fair null: a neuron firing on one token is trivially a specialist)"
@@ -93,12 +93,12 @@ def paper_pattern(check: pd.DataFrame) -> list[str]:
 def specialist_lines(summary: pd.DataFrame) -> list[str]:
     """Per model and top-token list, the specialist counts by class (notebook 06's specialist summary: model, "top
     tokens", the :data:`~helpers.analysis.lexicon.SPECIALIST_CLASSES` columns, "other class", specialists, neurons,
-    "expected by chance", "share of neurons": :func:`helpers.analysis.interpret_tables.specialist_totals`)."""
+    "expected neurons by chance", "share of neurons": :func:`helpers.analysis.interpret_tables.specialist_totals`)."""
     out = []
     for v in summary.to_dict("records"):
         by_class = ", ".join(f"{c} {v[c]}" for c in SPECIALIST_CLASSES + ["other class"] if c in v)
         out.append(f"{v['model']} ({v['top tokens']} top tokens): {v['specialists']} of {v['neurons']} neurons are "
-                   f"specialists ({v['share of neurons']:.0%}; {v['expected by chance']:.1f} expected by "
+                   f"specialists ({v['share of neurons']:.0%}; {v['expected neurons by chance']:.1f} expected by "
                    f"chance): {by_class}")
     return out
 

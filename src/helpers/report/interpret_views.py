@@ -12,6 +12,7 @@ from matplotlib.colors import PowerNorm
 
 from helpers.analysis.interpret import ModelAnalysis
 from helpers.analysis.lexicon import ATTENTION_CLASSES
+from helpers.core.stats import wilson_interval
 from helpers.report.figure_layout import (FIGURE_WIDTH, font_pt, legend_columns, legend_inches, panels, slant_if_crowded,
                                           text_inches, wrap)
 
@@ -187,13 +188,14 @@ def plot_class_shares(pos_table: "pd.DataFrame", classes: Sequence[str], top_k: 
 
 
 def plot_specialists(total: "pd.DataFrame", classes: Sequence[str], top_k: int, title: str = "",  # noqa: F821
-                     chance_label: str = "expected by chance (all classes)"):
+                     chance_label: str = "expected by chance (all classes)", confidence: float = 0.95):
     """Specialist neurons per class as shares of the analysed neurons, one panel per ``top tokens`` mode and one bar
     per model in each group (``classes``, e.g. the specialist classes and "other class", then every specialist
     together), with the number expected by chance (``expected by chance / neurons``, a count over all classes) drawn
     as a black bar over the "all specialists" group. ``total`` has columns model, "top tokens", the ``classes``,
-    specialists, neurons, "expected by chance" (notebook 06's summary) and, where present, "share CI low"/"share CI
-    high", drawn as an error bar on the "all specialists" bar. The legend sits below the panels."""
+    specialists, neurons, "expected neurons by chance" (notebook 06's summary). Every bar carries the Wilson
+    ``confidence`` interval of its share (neurons as independent draws; for "all specialists" the summary's "share CI
+    low"/"share CI high"). The legend sits below the panels."""
     modes = list(dict.fromkeys(total["top tokens"]))
     models = list(dict.fromkeys(total["model"]))
     groups = [*classes, "all specialists"]
@@ -209,10 +211,13 @@ def plot_specialists(total: "pd.DataFrame", classes: Sequence[str], top_k: int, 
             shares = [r[c] / r["neurons"] for c in classes] + [r["specialists"] / r["neurons"]]
             xi = x + (i - (len(models) - 1) / 2) * width
             ax.bar(xi, shares, width, label=model, color=f"C{i}")
-            if "share CI low" in t.columns:  # the interval of "all specialists" (specialist_totals)
-                ax.errorbar(xi[-1], shares[-1], yerr=[[shares[-1] - r["share CI low"]], [r["share CI high"] - shares[-1]]],
-                            color="0.25", capsize=3, lw=1)
-            ax.hlines(r["expected by chance"] / r["neurons"], xi[-1] - width / 2, xi[-1] + width / 2, color="k", lw=2.5,
+            counts = [int(r[c]) for c in classes] + [int(r["specialists"])]
+            ci = [wilson_interval(k, int(r["neurons"]), confidence) for k in counts]  # neurons as independent draws
+            if "share CI low" in t.columns:  # the summary's own interval of "all specialists" (specialist_totals)
+                ci[-1] = (r["share CI low"], r["share CI high"])
+            ax.errorbar(xi, shares, yerr=[[s - lo for s, (lo, _) in zip(shares, ci)], [hi - s for s, (_, hi) in zip(shares, ci)]],
+                        fmt="none", ecolor="0.25", capsize=2, lw=1)
+            ax.hlines(r["expected neurons by chance"] / r["neurons"], xi[-1] - width / 2, xi[-1] + width / 2, color="k", lw=2.5,
                       label=chance_label if i == 0 else None)
         ax.set_xticks(x, groups)
         if not slant_if_crowded(ax, groups, inches):
