@@ -249,3 +249,35 @@ def test_health_prompts_are_make_prompts_at_the_offset_seed():
     assert got["train"] == G.make_prompts(train, 10, (0.15, 0.3), 5, 100, 42 + G.HEALTH_SEED_OFFSET)
     assert got["held-out"] == G.make_prompts(held, 10, (0.15, 0.3), 5, 100, 42 + G.HEALTH_SEED_OFFSET)
     assert got["train"] != G.make_prompts(train, 10, (0.15, 0.3), 5, 100, 42)
+
+
+def test_sampling_reads_the_plain_model_beside_a_fine_tuned_decoder(tmp_path, tiny_model, decoder_tokenizer, real_stories):
+    """A decoder whose best/ was replaced by repetition fine-tuning keeps its plain model in mle-best/: greedy
+    completions come from best/, nucleus samples from mle-best/ (and from best/ where there is no mle-best/)."""
+    tok = decoder_tokenizer
+    eot = tokenizers.end_of_text_id(tok)
+    other = decoder.build_decoder(decoder.DecoderSpec(hidden=32, layers=2, heads=4, context=128, window=16,
+                                                      vocab_size=len(tok), dropout=0.0),
+                                  seed=9, bos_token_id=eot, eos_token_id=eot, pad_token_id=eot).eval()
+    dec = tmp_path / "decoders" / "tiny-x"
+    for folder, model in (("best", tiny_model), (G.PLAIN_DIR, other)):
+        model.save_pretrained(dec / folder)
+        tok.save_pretrained(dec / folder)
+    prompts = G.make_prompts(real_stories, n=3, seed=0)
+    nucleus, greedy = D.Decoding("nucleus", k=2), D.Decoding("greedy")
+    assert G.decoding_model_dir(dec / "best", nucleus) == dec / G.PLAIN_DIR
+    assert G.decoding_model_dir(dec / "best", greedy) == dec / "best"
+    assert G.decoding_model_dir(dec / G.PLAIN_DIR, nucleus) == dec / G.PLAIN_DIR
+
+    def texts(path, model_dir, decoding):
+        rows = G.cached_completions(tmp_path / path, model_dir, prompts, decoding, model_name="tiny-x",
+                                    max_new_tokens=12, progress=False, log=lambda *_: None)
+        return [r["completion"] for r in rows]
+
+    plain_samples = texts("n_plain.jsonl", dec / G.PLAIN_DIR, nucleus)
+    assert texts("n.jsonl", dec / "best", nucleus) == plain_samples
+    assert texts("g.jsonl", dec / "best", greedy) != texts("g_plain.jsonl", dec / G.PLAIN_DIR, greedy)
+    import shutil
+    shutil.rmtree(dec / G.PLAIN_DIR)  # no plain model kept: sampling reads best/
+    assert G.decoding_model_dir(dec / "best", nucleus) == dec / "best"
+    assert texts("n2.jsonl", dec / "best", nucleus) != plain_samples

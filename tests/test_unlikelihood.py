@@ -60,6 +60,30 @@ def test_unlikelihood_loss_matches_hf_logits(tiny, decoder_tokenizer):
     assert n == 0 and float(zero) == 0.0
 
 
+def test_token_unlikelihood_matches_a_loop_over_positions_and_stories(tiny, decoder_tokenizer):
+    """Candidates are the tokens seen earlier in the same story (reset at <|endoftext|>), the target excluded; the
+    next-token part equals HF's own loss."""
+    spec, model = tiny
+    eot = tokenizers.end_of_text_id(decoder_tokenizer)
+    ids = torch.tensor([[5, 6, 5, 7, eot, 6, 8, 6, 6], [9, 9, 10, eot, eot, 9, 11, 9, 10]])
+    model.eval()
+    mle, ul = U.token_unlikelihood_losses(model, ids, eot)
+    with torch.no_grad():
+        out = model(input_ids=ids, labels=ids)
+        logp = torch.log_softmax(out.logits.float(), -1)
+    assert float(mle) == pytest.approx(float(out.loss), rel=1e-5)
+    terms, story = [], None
+    for b in range(ids.shape[0]):
+        for t in range(ids.shape[1] - 1):
+            start = max([s + 1 for s in range(t + 1) if ids[b, s] == eot], default=0)
+            cands = {int(x) for x in ids[b, start : t + 1]} - {int(ids[b, t + 1])}
+            terms += [-torch.log1p(-logp[b, t, c].exp()) for c in cands]
+            if b == 0 and t == 4:
+                story = cands  # right after the <|endoftext|>: nothing seen yet in the new story
+    assert story == set()
+    assert float(ul) == pytest.approx(float(torch.stack(terms).sum()) / (ids.shape[0] * (ids.shape[1] - 1)), rel=1e-5)
+
+
 def test_a_step_on_the_loss_lowers_the_penalised_probabilities(tiny, decoder_tokenizer):
     spec, model = tiny
     eot = tokenizers.end_of_text_id(decoder_tokenizer)

@@ -41,7 +41,7 @@ from helpers.training.loop import evaluate, lm_loss, param_groups
 
 GREEDY = Decoding("greedy")
 MARKER = "unlikelihood.json"  # in the decoder's folder: the finished phase's fingerprint and probe history
-MLE_DIR = "mle-best"  # the best-validation model of plain training, once the fine-tuned model replaced it
+MLE_DIR = G.PLAIN_DIR  # the best-validation model of plain training, once the fine-tuned model replaced it
 SCHEDULES = ("constant", "cosine")
 
 
@@ -54,6 +54,7 @@ class UnlikelihoodConfig:
     rollout_tokens: int = 128  # new tokens per greedy rollout
     ngram: int = 4  # a token is penalised when it lies in a run of this many tokens seen earlier in the rollout
     alpha: float = 1.0  # weight of the unlikelihood term beside the next-token loss
+    token_alpha: float = 0.0  # weight of token-level unlikelihood on the training blocks (0: plain next-token loss)
     lr: float = 5e-5  # AdamW with the decoder's betas and weight decay
     schedule: str = "constant"  # "constant" lr, or "cosine": from ``lr`` down to 0 at ``steps``
     mle_batch: int = 16  # training blocks of the next-token loss per step
@@ -70,7 +71,7 @@ class UnlikelihoodConfig:
     def __post_init__(self):
         if self.steps < 0 or self.batch_size < 1 or self.rollout_tokens < 1 or self.ngram < 1 or self.mle_batch < 0:
             raise ValueError(f"invalid repetition fine-tuning config: {self}")
-        if (self.alpha < 0 or self.lr <= 0 or self.probe_every < 1 or self.probe_prompts < 1 or self.probe_tokens < 1
+        if (self.alpha < 0 or self.token_alpha < 0 or self.lr <= 0 or self.probe_every < 1 or self.probe_prompts < 1 or self.probe_tokens < 1
                 or self.patience < 0):
             raise ValueError(f"invalid repetition fine-tuning config: {self}")
         if self.schedule not in SCHEDULES:
@@ -146,6 +147,31 @@ def unlikelihood_loss(model, prompts: Sequence[Sequence[int]], continuations: Se
     return -torch.log(one_minus).mean(), count
 
 
+def token_unlikelihood_losses(model, ids: torch.Tensor, eot_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Next-token loss and token-level unlikelihood (Welleck et al. 2020, section 5.1) of training blocks ``ids``
+    [B, T], from one forward pass. The candidates at a position are the tokens seen earlier in the same story (after
+    the block's last ``<|endoftext|>`` so far), the true next token excluded; the unlikelihood is
+    ``-sum log(1 - p(c))`` over them, averaged over the predicted positions like the next-token loss."""
+    h = model.transformer(input_ids=ids, use_cache=False).last_hidden_state[:, :-1]
+    logp = torch.log_softmax(model.lm_head(h).float(), -1)  # [B, T-1, V]: position t predicts token t + 1
+    target = ids[:, 1:]
+    mle = -logp.gather(-1, target[..., None]).mean()
+    # candidate triples (row, position, token), built sparsely: position t of row b sees the tokens at s <= t of
+    # its story (s after the last <|endoftext|> at or before t); ~B * T^2 / 2 pairs instead of a dense [B, T, V] mask
+    T, V = target.shape[1], logp.shape[-1]
+    pos = torch.arange(T, device=ids.device)
+    story_start = torch.where(ids[:, :-1] == eot_id, pos + 1, 0).cummax(1).values  # [B, T-1]
+    s_idx = pos[None, None, :]  # [1, 1, T-1]
+    visible = (s_idx <= pos[None, :, None]) & (s_idx >= story_start[:, :, None])  # [B, T-1 (t), T-1 (s)]
+    b_i, t_i, s_i = visible.nonzero(as_tuple=True)
+    c_i = ids[b_i, s_i]
+    keep = c_i != target[b_i, t_i]
+    key = torch.unique((b_i[keep] * T + t_i[keep]) * V + c_i[keep])  # one term per distinct candidate
+    lp = logp.reshape(-1)[key]  # (b * T + t) * V + c indexes the flattened [B, T-1, V]
+    ul = -torch.log((-torch.expm1(lp)).clamp(min=1e-5)).sum() / target.numel()
+    return mle, ul
+
+
 def probe(model, prompt_ids: Sequence[Sequence[int]], tokenizer, valid_data: PackedBlocks | None, cfg: UnlikelihoodConfig,
           batch_size: int = 64) -> dict:
     """Greedy continuations of ``prompt_ids``: the share that end with ``<|endoftext|>`` before the cap, the share
@@ -193,7 +219,7 @@ def finetune(model, tokenizer, train_prompts: Sequence[Sequence[int]], train_dat
     history = [{"step": 0, **probe(model, probe_ids, tokenizer, valid_data, cfg)}]
     best_row, best_state = history[0], copy.deepcopy(model.state_dict())
     bar = progress_bar(total=cfg.steps, desc=f"{name} (repetition)", unit="step") if progress else None
-    stats = {"ul": 0.0, "mle": 0.0, "penalised": 0, "tokens": 0}
+    stats = {"ul": 0.0, "mle": 0.0, "token ul": 0.0, "penalised": 0, "tokens": 0}
     since_best, steps_run = 0, cfg.steps
     for step in range(cfg.steps):
         rng = random.Random(cfg.seed * 1_000_003 + step)  # a step's prompts depend on (seed, step) only
@@ -204,9 +230,14 @@ def finetune(model, tokenizer, train_prompts: Sequence[Sequence[int]], train_dat
         model.train()
         with autocast():
             ul, count = unlikelihood_loss(model, [[eot, *p] for p in chosen], [r[0] for r in rollouts], cfg.ngram, eot)
-            mle = lm_loss(model, {k: v.to(dev) for k, v in train_data.batch(step, cfg.mle_batch).items()}) \
-                if cfg.mle_batch else torch.zeros((), device=dev)
-            loss = mle + cfg.alpha * ul
+            tul = torch.zeros((), device=dev)
+            if not cfg.mle_batch:
+                mle = torch.zeros((), device=dev)
+            elif cfg.token_alpha:
+                mle, tul = token_unlikelihood_losses(model, train_data.batch(step, cfg.mle_batch)["input_ids"].to(dev), eot)
+            else:
+                mle = lm_loss(model, {k: v.to(dev) for k, v in train_data.batch(step, cfg.mle_batch).items()})
+            loss = mle + cfg.alpha * ul + cfg.token_alpha * tul
         if not torch.isfinite(loss):
             raise FloatingPointError(f"{name}: repetition fine-tuning loss became {float(loss)} at step {step}")
         for group in opt.param_groups:
@@ -217,6 +248,7 @@ def finetune(model, tokenizer, train_prompts: Sequence[Sequence[int]], train_dat
         opt.step()
         stats["ul"] += float(ul.detach())
         stats["mle"] += float(mle.detach())
+        stats["token ul"] += float(tul.detach())
         stats["penalised"] += count
         stats["tokens"] += sum(len(r[0]) for r in rollouts)
         if (step + 1) % cfg.probe_every == 0 or step + 1 == cfg.steps:
@@ -224,7 +256,9 @@ def finetune(model, tokenizer, train_prompts: Sequence[Sequence[int]], train_dat
             row = {"step": step + 1, **probe(model, probe_ids, tokenizer, valid_data, cfg),
                    "unlikelihood": stats["ul"] / k, "next-token loss": stats["mle"] / k,
                    "penalised share": stats["penalised"] / max(1, stats["tokens"])}
-            stats = {"ul": 0.0, "mle": 0.0, "penalised": 0, "tokens": 0}
+            if cfg.token_alpha:
+                row["token unlikelihood"] = stats["token ul"] / k
+            stats = {"ul": 0.0, "mle": 0.0, "token ul": 0.0, "penalised": 0, "tokens": 0}
             history.append(row)
             if _better(row, best_row):
                 best_row, best_state, since_best = row, copy.deepcopy(model.state_dict()), 0
@@ -282,7 +316,8 @@ def finetune_decoder(decoder_dir: str | Path, run, train_stories: Sequence[dict]
     state = read_json(out / "train_state.json")  # plain training must be finished
     mle_fp = state.get("extra", {}).get("fingerprint")
     prompts, probes = phase_prompts(train_stories, probe_stories, cfg)
-    fp = fingerprint("unlikelihood-v2", mle_fp, asdict(cfg), [p.prompt for p in prompts], [p.prompt for p in probes])
+    settings = {k: v for k, v in asdict(cfg).items() if not (k == "token_alpha" and v == 0)}  # phases run before it existed
+    fp = fingerprint("unlikelihood-v2", mle_fp, settings, [p.prompt for p in prompts], [p.prompt for p in probes])
     marker, best, mle_best = out / MARKER, out / "best", out / MLE_DIR
     if marker.is_file() and best.is_dir():
         done = read_json(marker)

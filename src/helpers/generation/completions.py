@@ -93,6 +93,7 @@ def make_prompts(
 
 #: added to a notebook's seed for the continuation-health prompts, so they are not the generation prompts' draw
 HEALTH_SEED_OFFSET = 3
+PLAIN_DIR = "mle-best"  # beside a decoder's best/: its plain model, once repetition fine-tuning replaced best/
 
 
 def health_prompts(train_stories: Sequence[dict] | Sequence[str], heldout_stories: Sequence[dict] | Sequence[str],
@@ -265,6 +266,20 @@ def register_generated(ledger, name: str, rows: Sequence[dict], generator_corpus
     ledger.add(CorpusEntry(name, "gen", words, seed, {}, None, generator_corpus, path, note))
 
 
+def decoding_model_dir(model_dir: str | Path, decoding: Decoding) -> Path:
+    """The checkpoint that ``decoding`` reads. Greedy decoding reads ``model_dir``. Sampling reads the plain model
+    kept in ``mle-best/`` beside ``model_dir`` when ``model_dir`` is a decoder's ``best/`` that notebook 02's
+    repetition fine-tuning replaced, and ``model_dir`` otherwise. Unlikelihood training mends greedy loops but
+    moves probability into the tail: nucleus samples of the fine-tuned tiny-1M score about -4.9 nats/token under
+    the plain model against -2.3 for the plain model's own, and 40 % of them contain byte junk
+    (``benchmarks/sampling.py``)."""
+    model_dir = Path(model_dir)
+    plain = model_dir.parent / PLAIN_DIR
+    if decoding.method != "greedy" and model_dir.name == "best" and plain.is_dir():
+        return plain
+    return model_dir
+
+
 def cached_completions(
     path,
     model_dir,
@@ -279,10 +294,11 @@ def cached_completions(
     log=print,
     device: str = "auto",
 ) -> list[dict]:
-    """Completion rows of ``prompts`` by the checkpoint in ``model_dir``, generated once and kept as JSONL at
-    ``path``; a rerun with the same weights, prompts and settings reads the file instead (``[skip]``). The model runs
-    on ``device`` (``"auto"``: the GPU when there is one, see :func:`helpers.core.hardware.compute_device`)."""
-    model_dir, path = Path(model_dir), Path(path)
+    """Completion rows of ``prompts`` by the checkpoint in ``model_dir`` (for sampling, by the plain model beside a
+    repetition fine-tuned decoder: :func:`decoding_model_dir`), generated once and kept as JSONL at ``path``; a rerun
+    with the same weights, prompts and settings reads the file instead (``[skip]``). The model runs on ``device``
+    (``"auto"``: the GPU when there is one, see :func:`helpers.core.hardware.compute_device`)."""
+    model_dir, path = decoding_model_dir(model_dir, decoding), Path(path)
     weights = sorted(model_dir.glob("*.safetensors")) or sorted(model_dir.glob("*.bin"))
     if not weights:
         raise FileNotFoundError(f"no model weights in {model_dir} (train the decoder first: notebook 02)")
@@ -295,7 +311,8 @@ def cached_completions(
                                         desc=f"{model_name} {decoding.name}", return_ended=True)
         write_jsonl(path, completion_rows(prompts, comps, model_name, decoding, seed, ended))
 
-    run_step(f"{decoding.name} completions of {len(prompts)} prompts by {model_name}", path, fp, work, log)
+    which = f" ({PLAIN_DIR}, the plain model)" if model_dir.name == PLAIN_DIR else ""
+    run_step(f"{decoding.name} completions of {len(prompts)} prompts by {model_name}{which}", path, fp, work, log)
     return read_jsonl(path)
 
 
