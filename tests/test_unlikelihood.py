@@ -152,6 +152,25 @@ def test_config_is_checked():
         U.UnlikelihoodConfig(steps=10, lr=0)
     with pytest.raises(ValueError, match="schedule"):
         U.UnlikelihoodConfig(steps=10, schedule="linear")
+    with pytest.raises(ValueError):
+        U.UnlikelihoodConfig(steps=10, token_alpha=-1.0)
+
+
+def test_a_phase_with_token_level_unlikelihood_logs_it(tmp_path, tiny, decoder_tokenizer, real_stories):
+    spec, model = tiny
+    _, run = _decoder_folder(tmp_path, spec, model, decoder_tokenizer, real_stories)
+    m = decoder.build_decoder(spec, seed=5, bos_token_id=model.config.eos_token_id,
+                              eos_token_id=model.config.eos_token_id, pad_token_id=model.config.eos_token_id)
+    m.load_state_dict(model.state_dict())
+    ids = [decoder_tokenizer(s[:200]).input_ids for s in real_stories[:40]]
+    cfg = U.UnlikelihoodConfig(steps=2, batch_size=4, rollout_tokens=8, mle_batch=2, probe_every=1, probe_tokens=8,
+                               token_alpha=1.0)
+    res = U.finetune(m, decoder_tokenizer, ids, run.train_data, ids[:6], None, cfg, progress=False, device="cpu")
+    assert [h["step"] for h in res.history] == [0, 1, 2]
+    assert all(h["token unlikelihood"] > 0 for h in res.history[1:])
+    plain = U.finetune(m, decoder_tokenizer, ids, run.train_data, ids[:6], None,
+                       U.UnlikelihoodConfig(**{**cfg.__dict__, "token_alpha": 0.0}), progress=False, device="cpu")
+    assert all("token unlikelihood" not in h for h in plain.history)
 
 
 def test_phase_lr_is_constant_or_a_cosine_down_to_zero():

@@ -71,8 +71,8 @@ class UnlikelihoodConfig:
     def __post_init__(self):
         if self.steps < 0 or self.batch_size < 1 or self.rollout_tokens < 1 or self.ngram < 1 or self.mle_batch < 0:
             raise ValueError(f"invalid repetition fine-tuning config: {self}")
-        if (self.alpha < 0 or self.token_alpha < 0 or self.lr <= 0 or self.probe_every < 1 or self.probe_prompts < 1 or self.probe_tokens < 1
-                or self.patience < 0):
+        if (self.alpha < 0 or self.token_alpha < 0 or self.lr <= 0 or self.probe_every < 1 or self.probe_prompts < 1
+                or self.probe_tokens < 1 or self.patience < 0):
             raise ValueError(f"invalid repetition fine-tuning config: {self}")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"unknown repetition fine-tuning schedule {self.schedule!r}; one of {SCHEDULES}")
@@ -230,13 +230,13 @@ def finetune(model, tokenizer, train_prompts: Sequence[Sequence[int]], train_dat
         model.train()
         with autocast():
             ul, count = unlikelihood_loss(model, [[eot, *p] for p in chosen], [r[0] for r in rollouts], cfg.ngram, eot)
-            tul = torch.zeros((), device=dev)
-            if not cfg.mle_batch:
-                mle = torch.zeros((), device=dev)
-            elif cfg.token_alpha:
-                mle, tul = token_unlikelihood_losses(model, train_data.batch(step, cfg.mle_batch)["input_ids"].to(dev), eot)
-            else:
-                mle = lm_loss(model, {k: v.to(dev) for k, v in train_data.batch(step, cfg.mle_batch).items()})
+            mle = tul = torch.zeros((), device=dev)  # tul: token-level unlikelihood (cfg.token_alpha)
+            if cfg.mle_batch:
+                blocks = {k: v.to(dev) for k, v in train_data.batch(step, cfg.mle_batch).items()}
+                if cfg.token_alpha:
+                    mle, tul = token_unlikelihood_losses(model, blocks["input_ids"], eot)
+                else:
+                    mle = lm_loss(model, blocks)
             loss = mle + cfg.alpha * ul + cfg.token_alpha * tul
         if not torch.isfinite(loss):
             raise FloatingPointError(f"{name}: repetition fine-tuning loss became {float(loss)} at step {step}")
