@@ -69,6 +69,7 @@ def repetition_steps(profile: str, budget: str, steps: int, seed: int = 0) -> di
     from helpers.core.config import load_params, run_dir
     from helpers.data.budgets import read_corpus
     from helpers.diversity import unlikelihood as U
+    from helpers.generation import completions as G
     from helpers.models.decoder import load_decoder
     from helpers.training import recipes
 
@@ -77,7 +78,7 @@ def repetition_steps(profile: str, budget: str, steps: int, seed: int = 0) -> di
     plan = recipes.plan_decoders(run, [budget], p["model"], p["train"], p["regularisation"], p["word_scale"],
                                  p["fixed_dropout"], p["fixed_weight_decay"], p["valid_blocks"])[budget]
     folder = run / "decoders" / budget
-    folder = folder / U.MLE_DIR if (folder / U.MLE_DIR).is_dir() else folder / "best"
+    folder = folder / G.PLAIN_DIR if (folder / G.PLAIN_DIR).is_dir() else folder / "best"
     cfg = U.UnlikelihoodConfig(**{**p["repetition_finetune"], "steps": steps, "probe_every": steps, "patience": 0,
                                   "seed": seed})
     prompts, probes = U.phase_prompts(read_corpus(data / f"{budget}.jsonl"), read_corpus(data / "tiny-valid.jsonl"), cfg)

@@ -1,4 +1,5 @@
 """Prompts, the prompt/completion boundary, and the batched sampler against HF generate."""
+import shutil
 import unicodedata
 
 import pytest
@@ -277,7 +278,6 @@ def test_sampling_reads_the_plain_model_beside_a_fine_tuned_decoder(tmp_path, ti
     plain_samples = texts("n_plain.jsonl", dec / G.PLAIN_DIR, nucleus)
     assert texts("n.jsonl", dec / "best", nucleus) == plain_samples
     assert texts("g.jsonl", dec / "best", greedy) != texts("g_plain.jsonl", dec / G.PLAIN_DIR, greedy)
-    import shutil
     shutil.rmtree(dec / G.PLAIN_DIR)  # no plain model kept: sampling reads best/
     assert G.decoding_model_dir(dec / "best", nucleus) == dec / "best"
     assert texts("n2.jsonl", dec / "best", nucleus) != plain_samples

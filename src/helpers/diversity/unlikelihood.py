@@ -41,7 +41,6 @@ from helpers.training.loop import evaluate, lm_loss, param_groups
 
 GREEDY = Decoding("greedy")
 MARKER = "unlikelihood.json"  # in the decoder's folder: the finished phase's fingerprint and probe history
-MLE_DIR = G.PLAIN_DIR  # the best-validation model of plain training, once the fine-tuned model replaced it
 SCHEDULES = ("constant", "cosine")
 
 
@@ -318,7 +317,7 @@ def finetune_decoder(decoder_dir: str | Path, run, train_stories: Sequence[dict]
     prompts, probes = phase_prompts(train_stories, probe_stories, cfg)
     settings = {k: v for k, v in asdict(cfg).items() if not (k == "token_alpha" and v == 0)}  # phases run before it existed
     fp = fingerprint("unlikelihood-v2", mle_fp, settings, [p.prompt for p in prompts], [p.prompt for p in probes])
-    marker, best, mle_best = out / MARKER, out / "best", out / MLE_DIR
+    marker, best, mle_best = out / MARKER, out / "best", out / G.PLAIN_DIR
     if marker.is_file() and best.is_dir():
         done = read_json(marker)
         if done.get("fingerprint") == fp:
