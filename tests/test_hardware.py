@@ -24,7 +24,11 @@ def test_cpu_label_reads_family_and_model(monkeypatch, tmp_path):
     fake = tmp_path / "cpuinfo"
     fake.write_text(text)
     monkeypatch.setattr("builtins.open", lambda path, *a, **k: real_open(fake if path == "/proc/cpuinfo" else path, *a, **k))
-    info = hardware.cpu_info()
+    hardware.cpu_info.cache_clear()  # cached: an earlier call read the real machine (on this CPU the test would pass anyway)
+    try:
+        info = hardware.cpu_info()
+    finally:
+        hardware.cpu_info.cache_clear()
     assert (info["model"], info["family"], info["model_id"], info["stepping"]) == ("AMD EPYC", "26", "2", "1")
     assert info["label"] == "AMD EPYC (family 26, model 2)"
     assert info["flags"][:3] == ["avx2", "avx512f", "avx512_bf16"]
@@ -64,6 +68,21 @@ def test_compute_device_prefers_the_gpu_only_when_there_is_one(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert compute_device("auto") == torch.device("cpu") and compute_device("auto", 3) == torch.device("cpu")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 3)
     assert compute_device("auto") == torch.device("cuda", 0) and compute_device("auto", 2) == torch.device("cuda", 2)
     assert compute_device("cpu") == torch.device("cpu") and compute_device("cuda:1") == torch.device("cuda", 1)
     assert compute_device(torch.device("cpu")) == torch.device("cpu")
+    # torchrun with more processes than GPUs (seen on a one-GPU machine: CUDA's "invalid device ordinal" in rank 1)
+    with pytest.raises(RuntimeError, match=r"this machine has 3: start at most 3 processes per node"):
+        compute_device("auto", 3)
+
+
+def test_gpu_names_lists_what_cuda_sees(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert hardware.gpu_names() == []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i: f"GPU {i}")
+    assert hardware.gpu_names() == ["GPU 0", "GPU 1"]

@@ -135,6 +135,18 @@ def test_benchmark_scripts_import():
         sys.path.remove(str(folder))
 
 
+def test_gpu_notebooks_script_parses_and_asks_for_its_folder():
+    """``benchmarks/gpu_notebooks.sh`` (run on a lent GPU machine) is valid bash and stops with its usage line
+    when no output folder is given, before it installs or runs anything."""
+    import subprocess
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_notebooks.sh"
+    assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
+    proc = subprocess.run(["bash", str(script)], capture_output=True, text=True)
+    assert proc.returncode != 0 and "usage: bash benchmarks/gpu_notebooks.sh OUTDIR" in proc.stderr
+
+
 def test_gpu_check_dry_run_on_cpu(tmp_path):
     """``benchmarks/gpu_check.py`` (run on a lent GPU, where a broken section costs device time) runs every section
     end to end on tiny shapes on the CPU: same code, no failure, every section reported."""

@@ -457,6 +457,7 @@ def test_a_failed_run_keeps_the_times_of_the_notebooks_it_finished(tmp_path, mon
             raise PapermillExecutionError(3, 3, "x = 1", "ValueError", "boom", [])
 
     monkeypatch.setattr(pm, "execute_notebook", execute)
+    monkeypatch.setattr("helpers.core.hardware.gpu_names", lambda: ["Fake GPU"])  # a GPU machine's timings name it
     todo = runner.plan("smoke", runner.select(runner.notebooks(), "01,02", None))
     with pytest.raises(runner.RunnerError):
         runner._run("smoke", todo, False)
@@ -464,6 +465,7 @@ def test_a_failed_run_keeps_the_times_of_the_notebooks_it_finished(tmp_path, mon
     assert list(json.loads((rep / "timings.json").read_text())) == ["01_data_budgets.ipynb"]
     rows = [json.loads(line) for line in (rep / "timings_history.jsonl").read_text().splitlines()]
     assert [r["notebook"] for r in rows] == ["01_data_budgets.ipynb"] and rows[0]["cpu"] and rows[0]["revision"]
+    assert rows[0]["gpus"] == ["Fake GPU"]
 
 
 def test_run_inputs_keys_files_by_their_place_in_the_run(tmp_path):

@@ -233,11 +233,18 @@ def test_stop_and_resume_in_process_is_bitwise_identical(tmp_path, one_thread):
     _assert_same_weights(ref.state_dict(), again.state_dict())
 
 
+def _worker_env(**extra: str) -> dict:
+    """The environment of a worker subprocess: the project's src/ first, the caller's PYTHONPATH kept (a machine
+    whose packages come from PYTHONPATH must still find them)."""
+    path = os.pathsep.join([str(SRC), *filter(None, [os.environ.get("PYTHONPATH")])])
+    return {**os.environ, "PYTHONPATH": path, "TOKENIZERS_PARALLELISM": "false", **extra}
+
+
 def test_resume_after_sigkill(tmp_path, one_thread):
     """Kill -9 a training process mid-run, rerun it: same final weights as an uninterrupted run, and the
     metrics log has every step once."""
     out = tmp_path / "killed"
-    env = {**os.environ, "PYTHONPATH": str(SRC), "TOKENIZERS_PARALLELISM": "false"}
+    env = _worker_env()
     proc = subprocess.Popen([sys.executable, str(WORKER), str(out), "--steps", "60", "--save-every", "5",
                              "--sleep", "0.03"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     step_file = out / "checkpoint" / "step.json"
@@ -391,7 +398,7 @@ def _free_port() -> int:
 def test_ddp_two_processes_match_single_process(tmp_path, one_thread):
     steps = 8
     dump = tmp_path / "rank{rank}.pt"
-    env = {**os.environ, "PYTHONPATH": str(SRC), "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
+    env = _worker_env(OMP_NUM_THREADS="1")
     for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(key, None)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--nnodes", "1",
@@ -509,3 +516,26 @@ def test_training_in_bf16_learns_like_fp32(tmp_path):
     first = [r for r in r32.history if r["split"] == "train"][0]["loss"]
     assert r16.best_valid_loss == pytest.approx(r32.best_valid_loss, rel=0.03)
     assert r16.best_valid_loss < first  # it learned
+
+
+def test_process_group_backend_follows_the_training_device(monkeypatch):
+    """NCCL only when this process trains on a GPU: `device: cpu` on a GPU machine runs DDP over gloo."""
+    import torch.distributed as dist
+
+    from helpers.training import loop
+
+    chosen = []
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    monkeypatch.setattr(dist, "is_initialized", lambda: False)
+    monkeypatch.setattr(dist, "init_process_group", lambda backend: chosen.append(backend))
+    monkeypatch.setattr(dist, "get_rank", lambda: 0)
+    monkeypatch.setattr(dist, "get_world_size", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert loop.init_distributed("cpu") == loop.Dist(0, 2, 0)
+    loop.init_distributed("auto")
+    assert chosen == ["gloo", "nccl"]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    loop.init_distributed("auto")
+    assert chosen[-1] == "gloo"

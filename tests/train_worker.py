@@ -52,7 +52,8 @@ def make_data(seed: int = 0) -> tuple[PackedBlocks, PackedBlocks]:
 
 def make_config(steps: int = 60, save_every: int = 5, **kw) -> TrainConfig:
     base = dict(steps=steps, batch_size=8, lr=3e-3, min_lr=3e-4, warmup=5, weight_decay=0.1, grad_clip=1.0,
-                eval_every=10, save_every=save_every, log_every=1, seed=3)
+                eval_every=10, save_every=save_every, log_every=1, seed=3,
+                device="cpu")  # bitwise comparisons and DDP over gloo are CPU promises, also on a machine with a GPU
     return TrainConfig(**{**base, **kw})
 
 

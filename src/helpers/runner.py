@@ -373,9 +373,9 @@ def _run(profile: str, todo: list[tuple[Path, dict]], log_output: bool) -> list[
 def record_timing(profile: str, timing: dict) -> None:
     """Add one finished notebook's time to ``reports/<profile>/timings.json`` (each notebook's latest run: a rerun
     that skips cached work shows only that) and append it to ``timings_history.jsonl`` (every run, with its date, git
-    revision and CPU, so the time of a full run is not lost)."""
+    revision, CPU and GPUs if any, so the time of a full run is not lost)."""
     # lazily: hardware and reporting import torch (~2 s), which the runner's CLI checks (--help, params) do not need
-    from helpers.core.hardware import cpu_info
+    from helpers.core.hardware import cpu_info, gpu_names
     from helpers.report.reporting import git_revision
 
     timing_file = reports_dir(profile) / "timings.json"
@@ -388,6 +388,8 @@ def record_timing(profile: str, timing: dict) -> None:
     cpu = cpu_info()
     row = {**timing, "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "revision": git_revision(),
            "cpu": cpu["label"], "cpu_flags": cpu["flags"], "cores": cpu["cores"]}
+    if gpus := gpu_names():
+        row["gpus"] = gpus
     with open(reports_dir(profile) / "timings_history.jsonl", "a", encoding="utf-8") as f:
         f.write(json.dumps(row) + "\n")
 

@@ -1,7 +1,8 @@
 """What the machine offers, and the numeric precision training uses on it.
 
 * :func:`cpu_info`: the CPU model and the instruction-set flags that matter here (AVX2, AVX-512, AVX512-BF16,
-  AMX), recorded in every report's manifest and timing so a number is never separated from the machine.
+  AMX), recorded in every report's manifest and timing so a number is never separated from the machine;
+  :func:`gpu_names` beside it where the machine has GPUs.
 * :func:`native_bf16`: whether bfloat16 matmuls run natively (AMX or AVX512-BF16 on a CPU, any recent GPU).
   Without it PyTorch emulates bf16 and training gets *slower*, so ``precision: auto`` falls back to fp32.
 * :func:`autocast_context`: ``torch.autocast`` to bf16 for the forward pass (weights, optimizer state and the
@@ -54,13 +55,29 @@ def cpu_info() -> dict:
             "flags": [f for f in _FLAGS if f in flags], "cores": os.cpu_count(), "torch_capability": capability}
 
 
+def gpu_names() -> list[str]:
+    """The names of the CUDA GPUs this process sees (``[]`` without CUDA), for manifests and timings."""
+    if not torch.cuda.is_available():
+        return []
+    return [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+
+
 def compute_device(requested: str | torch.device = "auto", index: int = 0) -> torch.device:
     """``torch.device`` for ``requested``: ``"auto"`` is CUDA device ``index`` (a process's local rank) when CUDA is
-    available, else the CPU; anything else is taken as it is (``"cpu"``, ``"cuda:1"``, ...)."""
+    available, else the CPU; anything else is taken as it is (``"cpu"``, ``"cuda:1"``, ...).  ``"auto"`` with an
+    ``index`` past the machine's GPUs (``torchrun --nproc_per_node`` above the GPU count) is an error that says so,
+    rather than CUDA's "invalid device ordinal" at the first transfer."""
     if isinstance(requested, torch.device):
         return requested
     if requested == "auto":
-        return torch.device("cuda", index) if torch.cuda.is_available() else torch.device("cpu")
+        if not torch.cuda.is_available():
+            return torch.device("cpu")
+        n = torch.cuda.device_count()
+        if index >= n:
+            raise RuntimeError(f"process {index} (its LOCAL_RANK) asks for a GPU of its own, but this machine has {n}: "
+                               f"start at most {n} processes per node (torchrun --nproc_per_node {n}), or train on the "
+                               f"CPU (device: cpu)")
+        return torch.device("cuda", index)
     return torch.device(requested)
 
 

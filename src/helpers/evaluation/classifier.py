@@ -122,14 +122,16 @@ def pad_batch(seqs: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor,
 
 @torch.no_grad()
 def predict(model, ids: Sequence[Sequence[int]], pad_id: int, batch_size: int = 64, device=None) -> np.ndarray:
-    """Arg-max class of every sequence (model in eval mode, restored afterwards)."""
+    """Arg-max class of every sequence (model in eval mode, restored afterwards); the batches go to ``device``,
+    by default the model's own (a model that :func:`fit` moved to a GPU is read there)."""
     was = model.training
     model.eval()
+    if device is None:
+        device = next(model.parameters()).device
     out = []
     for i in range(0, len(ids), batch_size):
         x, m = pad_batch(ids[i : i + batch_size], pad_id)
-        if device is not None:
-            x, m = x.to(device), m.to(device)
+        x, m = x.to(device), m.to(device)
         out.append(model(input_ids=x, attention_mask=m).logits.argmax(-1).cpu().numpy())
     model.train(was)
     return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)

@@ -30,7 +30,7 @@ from matplotlib.ticker import FuncFormatter
 from helpers import __version__
 from helpers.core.artifacts import atomic_path, read_json, sha256_file, write_json, write_text
 from helpers.core.config import repo_root, reports_dir, shown_path
-from helpers.core.hardware import cpu_info
+from helpers.core.hardware import cpu_info, gpu_names
 from helpers.core.html_table import styled_table
 from helpers.report.figure_layout import (FIGURE_WIDTH, fit_text, font_pt, legend_columns, legend_inches, panels,
                                           print_problem, row_positions, text_inches, wrap)
@@ -409,6 +409,7 @@ def write_manifest(profile: str, notebook: str, params: dict[str, Any], inputs: 
         "torch": torch.__version__,
         "packages": installed_packages(),
         "cpu": cpu_info(),
+        "gpus": gpu_names(),
         "finished_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "inputs_sha256": inputs,
         **(extra or {}),

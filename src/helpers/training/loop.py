@@ -160,16 +160,18 @@ class Dist:
         return self.rank == 0
 
 
-def init_distributed() -> Dist:
-    """Read ``RANK``/``WORLD_SIZE``/``LOCAL_RANK`` (set by torchrun/accelerate) and initialise the process group."""
+def init_distributed(device: str | torch.device = "auto") -> Dist:
+    """Read ``RANK``/``WORLD_SIZE``/``LOCAL_RANK`` (set by torchrun/accelerate) and initialise the process group:
+    NCCL when this process trains on a GPU, gloo when it trains on the CPU (``device="cpu"`` on a GPU machine too)."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
         return Dist()
 
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     if not dist.is_initialized():
-        backend = "nccl" if torch.cuda.is_available() else "gloo"
+        backend = "nccl" if compute_device(device, local_rank).type == "cuda" else "gloo"
         dist.init_process_group(backend=backend)
-    return Dist(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
+    return Dist(dist.get_rank(), dist.get_world_size(), local_rank)
 
 
 def _barrier(d: Dist) -> None:
@@ -257,7 +259,7 @@ def train(
     ``stop_after`` ends the process's work after that many steps (as an interruption would; used by tests).
     ``extra_state`` is stored in the checkpoint and in ``train_state.json`` (e.g. the spec of the model)."""
     out = Path(out_dir)
-    d = init_distributed()
+    d = init_distributed(cfg.device)
     device = _device(cfg, d)
     model.to(device)
     torch.manual_seed(cfg.seed)
