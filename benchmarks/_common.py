@@ -2,10 +2,17 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 from typing import Mapping
 
 import torch
+
+try:  # every script imports this module before helpers, so a checkout without the editable install works too
+    import helpers  # noqa: F401
+except ImportError:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 
 def matmul_peak(n: int = 2048, repeats: int = 5) -> float:

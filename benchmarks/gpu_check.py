@@ -30,7 +30,6 @@ import json
 import math
 import platform
 import statistics
-import sys
 import tempfile
 import time
 import traceback
@@ -38,10 +37,7 @@ from pathlib import Path
 
 import torch
 
-try:
-    import helpers  # noqa: F401
-except ImportError:  # a checkout without the editable install
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+import _common  # noqa: F401,E402  (first: puts src/ on sys.path in a checkout without the editable install)
 
 import transformers  # noqa: E402
 

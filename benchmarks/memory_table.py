@@ -11,14 +11,9 @@ agree).
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
-try:
-    import helpers  # noqa: F401
-except ImportError:  # a checkout without the editable install
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+import _common  # noqa: F401,E402  (first: puts src/ on sys.path in a checkout without the editable install)
 
 from helpers.analysis.memory import memory_table  # noqa: E402
 from helpers.core.hardware import cpu_info  # noqa: E402

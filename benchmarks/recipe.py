@@ -18,16 +18,12 @@ from __future__ import annotations
 
 import copy
 import math
-import sys
 import time
 from pathlib import Path
 
 import torch
 
-try:
-    import helpers  # noqa: F401
-except ImportError:  # a checkout without the editable install
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+import _common  # noqa: F401,E402  (first: puts src/ on sys.path in a checkout without the editable install)
 
 from helpers.core import config  # noqa: E402
 from helpers.training import recipes

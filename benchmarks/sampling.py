@@ -15,17 +15,12 @@ that follows from them: sampling reads ``mle-best/``.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 
-try:
-    import helpers  # noqa: F401
-except ImportError:  # a checkout without the editable install
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+import _common  # noqa: F401,E402  (first: puts src/ on sys.path in a checkout without the editable install)
 
 from helpers.core import config  # noqa: E402
 from helpers.core.hardware import cpu_info  # noqa: E402
