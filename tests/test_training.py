@@ -539,3 +539,21 @@ def test_process_group_backend_follows_the_training_device(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     loop.init_distributed("auto")
     assert chosen[-1] == "gloo"
+
+
+def test_torchrun_entry_point_opens_the_process_group_for_the_params_device(monkeypatch):
+    """`python -m helpers.training.recipes` under torchrun: a params file that trains on the CPU gets gloo, not the
+    NCCL group a GPU machine would otherwise open before the first decoder (whose own call then finds it open)."""
+    from helpers.training import recipes
+    from helpers.training.loop import Dist
+
+    seen = []
+    params = {"budgets": ["tiny-10k"], "model": {}, "train": {"steps": 1, "device": "cpu"}}
+    monkeypatch.setattr(recipes, "load_params", lambda profile, nb: params)
+    monkeypatch.setattr(recipes, "plan_decoders", lambda *a, **k: {})
+    monkeypatch.setattr(recipes, "init_distributed", lambda device="auto": seen.append(device) or Dist())
+    assert recipes.main(["--profile", "smoke"]) == 0
+    assert seen == ["cpu"]
+    params["train"].pop("device")
+    recipes.main(["--profile", "smoke"])
+    assert seen == ["cpu", "auto"]

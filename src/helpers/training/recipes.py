@@ -402,7 +402,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     runs = plan_decoders(run_dir(a.profile), budgets, p["model"], p["train"], p.get("regularisation", "words"),
                          p.get("word_scale", 1.0), p.get("fixed_dropout", 0.1), p.get("fixed_weight_decay", 0.1),
                          p.get("valid_blocks"))
-    d = init_distributed()
+    d = init_distributed(p["train"].get("device", "auto"))  # the backend of the device the params train on
     for name, r in runs.items():
         res = train_decoder(name, r.train_data, r.valid_data, r.tokenizer, r.spec, r.cfg,
                             run_dir(a.profile) / "decoders" / name, log=print if d.main else (lambda *_: None))
