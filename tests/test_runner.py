@@ -76,3 +76,18 @@ def test_kernels_start_on_ipc_sockets_without_the_tcp_warning(tmp_path, monkeypa
     if int(ipykernel.__version__.split(".")[0]) >= 7:
         pm.execute_notebook(str(tmp_path / "in.ipynb"), str(tmp_path / "out2.ipynb"), progress_bar=False)
         assert "without encryption" in capfd.readouterr().err
+
+
+def test_machine_note_warns_a_cpu_run_without_bf16_or_gpu(monkeypatch):
+    from helpers.core import hardware
+
+    monkeypatch.setattr(hardware, "gpu_names", lambda: [])
+    monkeypatch.setattr(hardware, "native_bf16", lambda device="cpu": False)
+    note = runner.machine_note("cpu")
+    assert note and "no native bf16" in note and "fp32" in note
+    assert runner.machine_note("smoke") is None  # seconds either way
+    monkeypatch.setattr(hardware, "native_bf16", lambda device="cpu": True)
+    assert runner.machine_note("cpu") is None
+    monkeypatch.setattr(hardware, "native_bf16", lambda device="cpu": False)
+    monkeypatch.setattr(hardware, "gpu_names", lambda: ["Some GPU"])
+    assert runner.machine_note("cpu") is None

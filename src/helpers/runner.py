@@ -327,6 +327,20 @@ def kernel_transport() -> dict:
     return {"config": Config({"KernelManager": {"transport": "ipc"}})}
 
 
+def machine_note(profile: str) -> str | None:
+    """A warning before a cpu-profile run on a machine without a GPU or native bf16 (an AVX2-only CPU): the
+    profile's training runs in fp32 there, and the whole run takes hours rather than about an hour (README)."""
+    if profile != "cpu":
+        return None
+    from helpers.core.hardware import cpu_info, gpu_names, native_bf16
+
+    if gpu_names() or native_bf16("cpu"):
+        return None
+    return (f"note: {cpu_info()['label']} has no native bf16 (AMX or AVX512-BF16) and no GPU is visible, so training "
+            f"runs in fp32: expect the cpu profile to take several times the reference run's hour (README, 'The "
+            f"notebooks', estimates it)")
+
+
 def _run(profile: str, todo: list[tuple[Path, dict]], log_output: bool) -> list[dict]:
     import papermill as pm
     from nbclient.exceptions import DeadKernelError
@@ -338,6 +352,8 @@ def _run(profile: str, todo: list[tuple[Path, dict]], log_output: bool) -> list[
     headless_environment()
     kernel = kernel_name()
     print(f"storybench: profile {profile}, {len(todo)} notebook(s): {', '.join(p.name for p, _ in todo)}", flush=True)
+    if note := machine_note(profile):
+        print(note, flush=True)
     for nb, params in todo:
         out = out_dir / nb.name
         t0 = time.time()
