@@ -270,12 +270,17 @@ def test_sampling_reads_the_plain_model_beside_a_fine_tuned_decoder(tmp_path, ti
     assert G.decoding_model_dir(dec / "best", greedy) == dec / "best"
     assert G.decoding_model_dir(dec / G.PLAIN_DIR, nucleus) == dec / G.PLAIN_DIR
 
-    def texts(path, model_dir, decoding):
-        rows = G.cached_completions(tmp_path / path, model_dir, prompts, decoding, model_name="tiny-x",
-                                    max_new_tokens=12, progress=False, log=lambda *_: None)
+    logged = []
+
+    def texts(path, model_dir, decoding, name="tiny-x"):
+        rows = G.cached_completions(tmp_path / path, model_dir, prompts, decoding, model_name=name,
+                                    max_new_tokens=12, progress=False, log=logged.append)
         return [r["completion"] for r in rows]
 
     plain_samples = texts("n_plain.jsonl", dec / G.PLAIN_DIR, nucleus)
+    assert "by tiny-x (the plain model, read from mle-best/)" in logged[-1]  # the log says which model sampled
+    texts("n_named.jsonl", dec / "best", nucleus, name="tiny-x (plain)")
+    assert "by tiny-x (plain), read from mle-best/" in logged[-1]  # not "(plain) (…, the plain model)"
     assert texts("n.jsonl", dec / "best", nucleus) == plain_samples
     assert texts("g.jsonl", dec / "best", greedy) != texts("g_plain.jsonl", dec / G.PLAIN_DIR, greedy)
     shutil.rmtree(dec / G.PLAIN_DIR)  # no plain model kept: sampling reads best/

@@ -43,7 +43,7 @@ HOMES = {
     # repetition measured there, trained away here (sequence-level unlikelihood fine-tuning of the decoders)
     "diversity.unlikelihood": ["UnlikelihoodConfig", "UnlikelihoodResult", "repeated_ngram_mask", "unlikelihood_loss",
                                "probe", "finetune", "finetune_decoder", "history_rows", "phase_lr", "phase_prompts",
-                               "finetune_planned", "finetune_decoders"],
+                               "finetune_planned", "finetune_decoders", "used_valid_losses"],
     "core.stats": ["bootstrap_mean_interval", "wilson_interval", "intervals_apart"],
     # evaluation.py kept pairs -> rows, summaries, the top level and the paper comparison; minimal_pairs.TASKS and
     # TASK_NAMES are not listed because finetune has its own (the GLUE tasks), another concept with the same names
@@ -55,7 +55,7 @@ HOMES = {
                    "model_digest", "tokenizer_digest", "make_scorer", "evaluate_model", "PAPER_BENCHMARKS",
                    "paper_authors_row", "paper_ewok_has_context", "compare_with_paper", "evaluate_saved",
                    "evaluate_many"],
-    "training.recipes": ["encode_blocks", "blocks_digest", "train_or_skip", "train_decoder", "DecoderRun", "plan_decoders",
+    "training.recipes": ["encode_blocks", "blocks_digest", "train_or_skip", "train_decoder", "decoder_rows", "DecoderRun", "plan_decoders",
                 "EncoderRun", "encoder_documents", "balance_blocks", "long_phase_data", "encoder_model", "plan_encoders",
                 "train_encoder"],
     "evaluation.glue_tasks": ["TaskSpec", "STANDARD", "SCALED", "render", "Example", "read_rows",

@@ -240,6 +240,29 @@ def test_history_rows_flag_the_kept_probe_and_carry_wilson_intervals():
     # 48 of 64: the Wilson interval 0.63-0.84, not the normal approximation's 0.64-0.86
     assert (round(rows[0]["loops low"], 2), round(rows[0]["loops high"], 2)) == (0.63, 0.84)
     assert rows[1]["ended high"] == 1.0 and rows[1]["ended low"] < 1.0
+    assert U.used_valid_losses({"tiny-1M": res, "tiny-125k": None}) == {"tiny-1M": 3.1}  # the kept probe's loss
+
+
+def test_decoder_rows_report_the_plain_run_and_the_model_used(tmp_path, tiny, decoder_tokenizer, real_stories):
+    """Notebook 02's table: plain training's numbers from its result, the held-out loss of the model used from the
+    repetition phase where it ran, and the official-validation loss of ``best/`` (the model every notebook loads)."""
+    from helpers.training.loop import TrainResult, evaluate
+
+    spec, model = tiny
+    out, run = _decoder_folder(tmp_path, spec, model, decoder_tokenizer, real_stories)
+    res = TrainResult(str(out), steps=8, tokens_seen=8 * 4 * spec.context, best_valid_loss=4.5, best_step=6,
+                      final_valid_loss=4.6, seconds=90.0, stopped_early=8)
+    text = " ".join(real_stories[-60:])
+    rows = recipes.decoder_rows({"tiny": res}, {"tiny": run}, tmp_path, text, 3, used_valid_loss={"tiny": 4.7})
+    (row,) = rows
+    assert (row["budget"], row["best step"], row["last step"], row["stopped early"]) == ("tiny", 6, 8, "yes")
+    assert row["best valid loss"] == 4.5 and row["valid perplexity"] == pytest.approx(90.0171, rel=1e-5)
+    assert row["held-out loss of the model used"] == 4.7 and row["wall time (min)"] == 1.5
+    assert row["parameters"] == decoder.count_parameters(model) and row["precision"] == "fp32"
+    official = recipes.encode_blocks(decoder_tokenizer, [text], spec.context, max_blocks=3)
+    assert row["official valid loss"] == pytest.approx(evaluate(model, official, 4), rel=1e-5)
+    plain_only = recipes.decoder_rows({"tiny": res}, {"tiny": run}, tmp_path, text, 3)
+    assert plain_only[0]["held-out loss of the model used"] == 4.5  # no repetition phase: the plain best
 
 
 def test_finetune_decoders_runs_each_budget_largest_first_and_returns_them_in_order(tmp_path, tiny, decoder_tokenizer,

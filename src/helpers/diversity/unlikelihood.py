@@ -376,6 +376,11 @@ def finetune_decoders(run_dir: str | Path, runs: dict, cfg: UnlikelihoodConfig, 
     return {name: done[name] for name in runs}
 
 
+def used_valid_losses(results: dict[str, UnlikelihoodResult | None]) -> dict[str, float]:
+    """The held-out loss of the checkpoint each phase kept, by decoder (decoders without a phase are left out)."""
+    return {name: res.after["valid loss"] for name, res in results.items() if res is not None}
+
+
 def history_rows(results: dict[str, UnlikelihoodResult | None], confidence: float = 0.95) -> list[dict]:
     """One row per (decoder, probe) for a table or a figure; the chosen step is flagged, and the shares that loop
     and that end carry their Wilson ``confidence`` interval over the probe's prompts (``loops low``/``high``,

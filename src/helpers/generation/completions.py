@@ -311,7 +311,8 @@ def cached_completions(
                                         desc=f"{model_name} {decoding.name}", return_ended=True)
         write_jsonl(path, completion_rows(prompts, comps, model_name, decoding, seed, ended))
 
-    which = f" ({PLAIN_DIR}, the plain model)" if model_dir.name == PLAIN_DIR else ""
+    which = "" if model_dir.name != PLAIN_DIR else (f", read from {PLAIN_DIR}/" if "plain" in model_name
+                                                    else f" (the plain model, read from {PLAIN_DIR}/)")
     run_step(f"{decoding.name} completions of {len(prompts)} prompts by {model_name}{which}", path, fp, work, log)
     return read_jsonl(path)
 

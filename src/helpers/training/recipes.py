@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import os
 import shutil
 import time as _time
@@ -33,10 +34,12 @@ from helpers.data.budgets import Ledger, fmt_words, read_corpus
 from helpers.data.corpora import PackedBlocks, encoder_segments, pack_blocks
 from helpers.data.masking import LongPhaseBlocks, MaskedBlocks, MaskingConfig, TokenIds, encode_encoder_blocks, mlm_loss
 from helpers.data.tokenizers import encode_stories, end_of_text_id, load_tokenizer, train_tokenizer
-from helpers.models.decoder import FAST_PATH_VERSION, DecoderSpec, build_decoder, regularisation_for_budget, regularisation_for_epochs
+from helpers.core.hardware import resolve_precision
+from helpers.models.decoder import (FAST_PATH_VERSION, DecoderSpec, build_decoder, count_parameters, load_decoder,
+                                    regularisation_for_budget, regularisation_for_epochs)
 from helpers.models.ltg_bert import LtgBertForMaskedLM, ltg_bert_config
-from helpers.training.loop import (TrainConfig, TrainingDiverged, TrainResult, _ckpt_step, init_distributed, lm_loss,
-                       read_metrics, train)
+from helpers.training.loop import (TrainConfig, TrainingDiverged, TrainResult, _ckpt_step, evaluate, init_distributed,
+                                   lm_loss, read_metrics, train)
 
 
 # ----------------------------------------------------------------------------- the decoder stage
@@ -158,6 +161,31 @@ def train_decoder(name: str, train_data: PackedBlocks, valid_data: PackedBlocks,
     return train_or_skip(name, lambda: build_decoder(spec, seed=cfg.seed, bos_token_id=eot, eos_token_id=eot, pad_token_id=eot),
                          asdict(spec), train_data, valid_data, tokenizer, cfg, out_dir, loss_fn, progress, log,
                          extra={"fast_path": FAST_PATH_VERSION, **(extra or {})})
+
+
+def decoder_rows(results: dict[str, TrainResult], runs: dict, run_dir: str | Path, official_text: str,
+                 official_blocks: int | None, used_valid_loss: dict[str, float] | None = None) -> list[dict]:
+    """Notebook 02's results table, one row per budget: size, tokens and passes, best step, early stop, the best
+    held-out loss of plain training and its perplexity, the held-out loss of the model later notebooks use
+    (``used_valid_loss[name]`` after repetition fine-tuning, else the plain best), and that model's loss on the
+    official validation text (``official_text`` as running text, at most ``official_blocks`` blocks)."""
+    used_valid_loss = used_valid_loss or {}
+    rows = []
+    for name, res in results.items():
+        r = runs[name]
+        used = load_decoder(Path(run_dir) / "decoders" / name / "best")  # what every later notebook loads
+        official = encode_blocks(r.tokenizer, [official_text], r.spec.context, max_blocks=official_blocks)
+        rows.append({"budget": name, "parameters": count_parameters(used),
+                     "non-embedding parameters": count_parameters(used, non_embedding=True),
+                     "tokens seen": res.tokens_seen,
+                     "passes trained": round(r.train_data.epochs(res.steps, r.cfg.batch_size), 2),
+                     "best step": res.best_step, "last step": res.steps,
+                     "stopped early": "yes" if res.stopped_early else "no", "best valid loss": res.best_valid_loss,
+                     "valid perplexity": math.exp(res.best_valid_loss),
+                     "held-out loss of the model used": used_valid_loss.get(name, res.best_valid_loss),
+                     "official valid loss": evaluate(used, official, r.cfg.micro_batch or r.cfg.batch_size),
+                     "precision": resolve_precision(r.cfg.precision), "wall time (min)": res.seconds / 60})
+    return rows
 
 
 @dataclass
