@@ -30,11 +30,11 @@ import torch
 from helpers.core.artifacts import (fingerprint, read_json, read_jsonl, run_step, sha256_file, write_json,
                         write_jsonl)
 from helpers.core.config import load_params, run_dir, shown_path
+from helpers.core.hardware import resolve_precision
 from helpers.data.budgets import Ledger, fmt_words, read_corpus
 from helpers.data.corpora import PackedBlocks, encoder_segments, pack_blocks
 from helpers.data.masking import LongPhaseBlocks, MaskedBlocks, MaskingConfig, TokenIds, encode_encoder_blocks, mlm_loss
 from helpers.data.tokenizers import encode_stories, end_of_text_id, load_tokenizer, train_tokenizer
-from helpers.core.hardware import resolve_precision
 from helpers.models.decoder import (FAST_PATH_VERSION, DecoderSpec, build_decoder, count_parameters, load_decoder,
                                     regularisation_for_budget, regularisation_for_epochs)
 from helpers.models.ltg_bert import LtgBertForMaskedLM, ltg_bert_config
