@@ -55,6 +55,32 @@ def test_registered_toy_task_loads_through_the_registry(tmp_path, monkeypatch):
     assert MP.TASK_NAMES == {"blimp": "BLiMP", "supplement": "Supp.", "ewok": "EWoK"}
 
 
+def test_a_task_stored_like_the_supplement_is_one_registry_entry(tmp_path, monkeypatch):
+    """pair_file_task: the data plus one entry, and the task is scored and summarised by zero_shot like the bundled ones."""
+    from helpers.evaluation import zero_shot
+
+    folder = tmp_path / "toy_pairs"
+    _write_toy(folder)
+    monkeypatch.setitem(MP.TASK_REGISTRY, "toy", MP.pair_file_task("toy", "Toy", str(folder), {"plural_nouns": "Plurals"}))
+    items = MP.load_task("toy")
+    assert [(i.task, i.paradigm, i.phenomenon, i.pair_id) for i in items] == [
+        ("toy", "colour_words", "colour_words", "0"), ("toy", "colour_words", "colour_words", "1"),
+        ("toy", "plural_nouns", "Plurals", "0"), ("toy", "plural_nouns", "Plurals", "1"), ("toy", "plural_nouns", "Plurals", "2")]
+    assert MP.load_task("toy", limit_per_task=1, seed=0) == MP.load_pair_files("toy", str(folder), 1, 0, {"plural_nouns": "Plurals"})
+
+    def longer_is_better(reqs):  # a scorer that prefers the longer sentence
+        return [float(len(t)) for _, t in reqs]
+
+    rows = zero_shot.score_items(items, longer_is_better)
+    summary = zero_shot.summarise(rows)
+    assert MP.task_display("toy") == "Toy" and "Toy" in summary["overall"].columns
+    by_paradigm = summary["paradigm"].set_index("paradigm")["accuracy"]
+    assert by_paradigm["plural_nouns"] == 100  # the good sentence is longer in all three
+    assert [r["correct"] for r in rows][1] is False  # "Grass is tall green the." is the longer one
+    # the bundled supplement is itself such an entry: same items as its named loader
+    assert MP.load_task("supplement", limit_per_task=2, seed=1) == MP.load_supplement(2, 1)
+
+
 def test_unknown_task_errors_name_the_known_tasks(tmp_path, monkeypatch):
     for fn in (MP.load_task, MP.task_files):
         with pytest.raises(ValueError, match=r"unknown task 'glue'; choose from \('blimp', 'supplement', 'ewok'\)"):

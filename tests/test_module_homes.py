@@ -48,7 +48,8 @@ HOMES = {
     # evaluation.py kept pairs -> rows, summaries, the top level and the paper comparison; minimal_pairs.TASKS and
     # TASK_NAMES are not listed because finetune has its own (the GLUE tasks), another concept with the same names
     "evaluation.minimal_pairs": ["DATA_DIRS", "BLIMP_PHENOMENA", "SUPPLEMENT_NAMES", "ewok_domain_name", "Item", "load_blimp",
-                      "load_supplement", "load_ewok", "MinimalPairTask", "TASK_REGISTRY", "load_task", "task_files"],
+                      "load_supplement", "load_ewok", "MinimalPairTask", "TASK_REGISTRY", "load_task", "task_files",
+                      "load_pair_files", "pair_file_task", "task_display"],
     "evaluation.lm_scoring": ["causal_scores", "mlm_batches", "mlm_scores"],
     "evaluation.zero_shot": ["SCORING_VERSION", "tie_coin", "Scorer", "score_items", "BOOTSTRAP_SAMPLES", "paradigm_mean_interval",
                    "summarise", "EvalSettings", "EvalResult", "chance_verdict", "interval_table", "average_note",

@@ -119,7 +119,8 @@ def end_of_text_id(tokenizer, fallback: bool = False) -> int:
 
 
 def encode_stories(tokenizer: PreTrainedTokenizerFast, stories: Iterable[str], add_eot: bool = True) -> list[list[int]]:
-    """Token ids per story; with ``add_eot`` each story ends with ``<|endoftext|>`` (decoder packing)."""
+    """Token ids per story (or any text: prompts too), without special tokens; with ``add_eot`` each ends with
+    ``<|endoftext|>`` (decoder packing)."""
     stories = list(stories)
     ids = tokenizer(stories, add_special_tokens=False)["input_ids"] if stories else []
     if add_eot:

@@ -18,15 +18,16 @@ the right answer of one item and the wrong one of another, so no scorer of (cont
 
 **Registry.** :data:`TASK_REGISTRY` maps a task name to a :class:`MinimalPairTask` (its name in the tables, its
 loader, the folder of its data files); :func:`load_task` and :func:`task_files` read it, and :data:`TASKS` and
-:data:`TASK_NAMES` follow it. A new minimal-pair task is a loader, its data and one entry there. How the items are
-scored and summarised is :mod:`helpers.evaluation.zero_shot`.
+:data:`TASK_NAMES` follow it. A new task stored like the supplement (``sentence_good``/``sentence_bad`` rows, one
+paradigm per file) is its data plus one entry, :func:`pair_file_task`; a task with another layout also brings its
+loader. How the items are scored and summarised is :mod:`helpers.evaluation.zero_shot`.
 """
 from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Literal, Sequence
+from typing import Callable, Literal, Mapping, Sequence
 
 import numpy as np
 
@@ -140,18 +141,25 @@ def load_blimp(version: Literal["filtered", "full"] = "filtered", limit_per_task
     return out
 
 
-def load_supplement(limit_per_task: int | None = None, seed: int = 0) -> list[Item]:
-    """The BLiMP supplement (5 tasks). Pair id = line number in the file."""
+def load_pair_files(task: str, folder: str, limit_per_task: int | None = None, seed: int = 0,
+                    names: Mapping[str, str] | None = None) -> list[Item]:
+    """Minimal pairs from a folder of ``*.jsonl(.gz)`` files whose rows have ``sentence_good``/``sentence_bad`` (the
+    supplement's layout): one paradigm per file, its phenomenon ``names[stem]`` (else the file's stem), pair id =
+    line number. ``folder`` is resolved under ``data/`` (or is absolute)."""
     out: list[Item] = []
-    for f in _files(DATA_DIRS["supplement"]):
+    for f in _files(folder):
         name = _stem(f)
         items = []
         for i, r in enumerate(_jsonl_rows(f)):
             _need(r, ("sentence_good", "sentence_bad"), f"{f.name} line {i + 1}")
-            items.append(Item("supplement", name, SUPPLEMENT_NAMES.get(name, name), str(i),
-                              r["sentence_good"], r["sentence_bad"]))
-        out += _subsample(items, limit_per_task, seed, f"supplement/{name}")
+            items.append(Item(task, name, (names or {}).get(name, name), str(i), r["sentence_good"], r["sentence_bad"]))
+        out += _subsample(items, limit_per_task, seed, f"{task}/{name}")
     return out
+
+
+def load_supplement(limit_per_task: int | None = None, seed: int = 0) -> list[Item]:
+    """The BLiMP supplement (5 tasks). Pair id = line number in the file."""
+    return load_pair_files("supplement", DATA_DIRS["supplement"], limit_per_task, seed, SUPPLEMENT_NAMES)
 
 
 def load_ewok(limit_per_task: int | None = None, seed: int = 0) -> list[Item]:
@@ -181,17 +189,29 @@ class MinimalPairTask:
     data_dir: Callable[[str], str]  # blimp_version -> folder of its *.jsonl(.gz) files (their digests key the cache)
 
 
+def pair_file_task(task: str, display: str, folder: str, names: Mapping[str, str] | None = None) -> MinimalPairTask:
+    """The registry entry of a task stored like the supplement (:func:`load_pair_files`). Adding such a task is
+    its data plus ``TASK_REGISTRY[task] = pair_file_task(task, "Column", "its/folder")``; a task with another layout
+    (contexts, metadata) brings its own loader, as BLiMP and EWoK do."""
+    return MinimalPairTask(display, lambda limit, seed, version: load_pair_files(task, folder, limit, seed, names),
+                           lambda version: folder)
+
+
 # task name -> its record, in the order of the tables
 TASK_REGISTRY: dict[str, MinimalPairTask] = {
     "blimp": MinimalPairTask("BLiMP", lambda limit, seed, version: load_blimp(version, limit, seed),
                              lambda version: DATA_DIRS["blimp_full"] if version == "full" else DATA_DIRS["blimp"]),
-    "supplement": MinimalPairTask("Supp.", lambda limit, seed, version: load_supplement(limit, seed),
-                                  lambda version: DATA_DIRS["supplement"]),
+    "supplement": pair_file_task("supplement", "Supp.", DATA_DIRS["supplement"], SUPPLEMENT_NAMES),
     "ewok": MinimalPairTask("EWoK", lambda limit, seed, version: load_ewok(limit, seed),
                             lambda version: DATA_DIRS["ewok"]),
 }
-TASKS = tuple(TASK_REGISTRY)
+TASKS = tuple(TASK_REGISTRY)  # the bundled tasks, every notebook's default (a task registered later is used by name)
 TASK_NAMES = {name: task.display for name, task in TASK_REGISTRY.items()}
+
+
+def task_display(task: str) -> str:
+    """A task's column name in the tables (its registered ``display``; an unregistered name as it is)."""
+    return TASK_REGISTRY[task].display if task in TASK_REGISTRY else task
 
 
 def _registered(task: str) -> MinimalPairTask:

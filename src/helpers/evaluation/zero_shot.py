@@ -30,7 +30,7 @@ from helpers.core.parallel import run_jobs
 from helpers.core.stats import percentile_interval
 from helpers.data.tokenizers import load_tokenizer
 from helpers.evaluation.lm_scoring import Request, _bar, causal_scores, mlm_scores
-from helpers.evaluation.minimal_pairs import TASK_NAMES, TASKS, Item, load_task, task_files
+from helpers.evaluation.minimal_pairs import TASK_REGISTRY, TASKS, Item, load_task, task_display, task_files
 from helpers.models.decoder import load_decoder
 from helpers.models.ltg_bert import load_model
 
@@ -127,7 +127,7 @@ def summarise(rows: Iterable[dict] | "pd.DataFrame", confidence: float = 0.95, s
     if df.empty:
         raise ValueError("no rows to summarise")
     df = df.assign(correct=df["correct"].astype(bool), tie=df["tie"].astype(bool))
-    order = {t: i for i, t in enumerate(TASKS)}
+    order = {t: i for i, t in enumerate(TASK_REGISTRY)}
     par = (df.groupby(["task", "paradigm", "phenomenon"], sort=False)
              .agg(pairs=("correct", "size"), correct=("correct", "sum"), ties=("tie", "sum")).reset_index())
     par["accuracy"] = 100.0 * par["correct"] / par["pairs"]
@@ -147,7 +147,7 @@ def summarise(rows: Iterable[dict] | "pd.DataFrame", confidence: float = 0.95, s
                       "accuracy_phenomena": float(p["accuracy"].mean()),
                       "accuracy_pairs": float(100.0 * g["correct"].sum() / g["pairs"].sum())})
     task_df = pd.DataFrame(tasks).sort_values("task", key=lambda s: s.map(order)).reset_index(drop=True)
-    overall = {TASK_NAMES.get(t, t): a for t, a in zip(task_df["task"], task_df["accuracy"])}
+    overall = {task_display(t): a for t, a in zip(task_df["task"], task_df["accuracy"])}
     # the average over tasks weights each paradigm by 1 / (tasks × its task's paradigms): one bootstrap per task,
     # drawn with the same seed sequence, then averaged replicate by replicate
     rng = np.random.default_rng(seed)
@@ -224,7 +224,7 @@ def interval_table(results: Mapping[tuple[str, str], "EvalResult"], chance: floa
     for (kind, name), res in results.items():
         for r in res.by_task.itertuples():
             verdict = chance_verdict(r.ci_low, r.ci_high, chance)
-            rows.append({"kind": kind, "model": name, "task": TASK_NAMES.get(r.task, r.task), "pairs": r.pairs,
+            rows.append({"kind": kind, "model": name, "task": task_display(r.task), "pairs": r.pairs,
                          "accuracy": r.accuracy, "ci_low": r.ci_low, "ci_high": r.ci_high, "above chance": verdict})
     return pd.DataFrame(rows)
 
@@ -309,9 +309,9 @@ def evaluate_model(
         raise ValueError(f"kind must be 'causal' or 'mlm', not {kind!r}")
     if kind == "causal" and reduction not in (None, "sum"):
         raise ValueError("decoders are scored with the summed log-probability; reduction applies to masked LMs")
-    bad = [t for t in tasks if t not in TASKS]
+    bad = [t for t in tasks if t not in TASK_REGISTRY]
     if bad:
-        raise ValueError(f"unknown task(s) {bad}; choose from {TASKS}")
+        raise ValueError(f"unknown task(s) {bad}; choose from {tuple(TASK_REGISTRY)}")
     if device is not None:
         model.to(compute_device(device))
     settings = EvalSettings(kind=kind, reduction=reduction or "sum", delimiter=delimiter, ewok_context=ewok_context,

@@ -30,7 +30,7 @@ from helpers.core.hardware import compute_device
 from helpers.core.progress import progress as progress_bar
 from helpers.data.budgets import CorpusEntry
 from helpers.data.corpora import EOT  # noqa: F401 - the end-of-text token, also completions.EOT
-from helpers.data.tokenizers import end_of_text_id, load_tokenizer
+from helpers.data.tokenizers import encode_stories, end_of_text_id, load_tokenizer
 from helpers.generation.decoding import Decoding, sample_next
 from helpers.models.decoder import cache_kwarg, context_length, load_decoder, output_cache
 
@@ -234,7 +234,7 @@ def complete_prompts(
     """Texts of ``decoding.k`` completions per prompt (each the decoding of the generated ids alone); with
     ``return_ended`` also, per completion, whether it ended with ``<|endoftext|>`` before the length cap."""
     eot = end_of_text_id(tokenizer)
-    ids = [tokenizer(p.prompt, add_special_tokens=False)["input_ids"] for p in prompts]
+    ids = encode_stories(tokenizer, [p.prompt for p in prompts], add_eot=False)
     out = generate(model, ids, decoding, eot, max_new_tokens, batch_size, seed, progress=progress, desc=desc, keep_eot=True)
     ended = [[bool(c) and c[-1] == eot for c in cs] for cs in out]
     # the tokenizer works in NFD; completions are brought back to NFC like the (NFC) stories they continue

@@ -28,6 +28,7 @@ import yaml
 
 from helpers.core.stats import mean_interval, wilson_interval
 from helpers.data.corpora import read_text
+from helpers.data.tokenizers import encode_stories
 from helpers.generation.completions import Prompt
 from helpers.models.decoder import context_length
 from helpers.story_eval.folding import _find, ascii_quotes, folded
@@ -278,9 +279,9 @@ def fit_prompts(prompts, tokenizer, context: int, min_new_tokens: int, bos: bool
     """Split ``prompts`` into those that leave at least ``min_new_tokens`` of a ``context``-token model (with the
     ``<|endoftext|>`` the generator puts first) and those that do not; returns ``(kept, dropped)``."""
     kept, dropped = [], []
-    for p in prompts:
-        n = len(tokenizer(p.prompt, add_special_tokens=False)["input_ids"]) + int(bos)
-        (kept if n + min_new_tokens <= context else dropped).append(p)
+    prompts = list(prompts)
+    for p, ids in zip(prompts, encode_stories(tokenizer, [p.prompt for p in prompts], add_eot=False)):
+        (kept if len(ids) + int(bos) + min_new_tokens <= context else dropped).append(p)
     return kept, dropped
 
 
