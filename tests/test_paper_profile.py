@@ -330,6 +330,8 @@ def test_strict_100m_track_profile(tmp_path):
     assert p01["tiny_budgets"] == [50_000_000, 100_000_000] == p01["baby_budgets"]
     assert p01["track_budget"] == B.TRACKS["strict"] == p01["paper_track_budget"]
     assert config.load_params("paper-100m", "03")["generator"] == "tiny-50M"
+    p02 = config.load_params("paper-100m", "02")
+    assert p02["budgets"] == ["tiny-50M"] and p02["model"] == config.load_params("paper", "02")["model"]
     p04 = config.load_params("paper-100m", "04")
     assert p04["track_budget"] == 100_000_000
     mixes = {m["name"]: m["corpora"] for m in p04["mixes"]}
@@ -398,3 +400,12 @@ def test_notebook_05b_picks_the_real_instruct_files_when_given(tmp_path, monkeyp
         IF.plan_instruct_run(tmp_path, "tiny-1M", {}, 1, 5, "train.txt", None)
     assert IF.heldout_prompts(tmp_path, 4, 7, None, n_words=3) == "derived prompts"
     assert IF.heldout_prompts(tmp_path, 4, 7, "valid.txt", n_words=3) == "real prompts valid.txt 4 7"
+    # the paper profiles name the real Instruct files; the cpu and smoke profiles build the documents themselves
+    from helpers.core import config
+
+    for profile in ("paper", "paper-100m"):
+        p = config.load_params(profile, "05b")
+        assert p["instruct_train_file"].endswith("TinyStoriesInstruct-train.txt"), profile
+        assert p["instruct_valid_file"].endswith("TinyStoriesInstruct-valid.txt"), profile
+    for profile in ("cpu", "smoke"):
+        assert not config.load_params(profile, "05b").get("instruct_train_file"), profile

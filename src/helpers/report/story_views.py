@@ -89,9 +89,11 @@ def plot_themed_grades(graded, models: Sequence[str], prompts_per_suite: Mapping
         handles, labels = handles + h2, labels + l2
     fig.legend(handles, labels, title="answer-key grade", loc="outside lower center", ncol=len(labels), frameon=False)
     fig.suptitle(wrap("Themed prompts: first sentences of greedy completions graded by the answer keys\n"
-                      + ("(bars: counts of answers; points: mean score, success 1, partial 0.5, with its 95 % interval over the prompts)"
+                      + ("(bars: counts of answers; points: mean score, success 1, partial 0.5, with its 95 % interval over the prompts; "
+                          "no chance level: free completions, not choices)"
                        if summary is not None else
-                       "(counts of answers; each score with its 95 % interval over the prompts: table 05b_themed_summary)"),
+                       "(counts of answers; each score with its 95 % interval over the prompts: table 05b_themed_summary; "
+                          "no chance level: free completions, not choices)"),
                       fig.get_figwidth(), font_pt(key="figure.titlesize")))
     return fig
 
