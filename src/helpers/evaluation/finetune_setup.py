@@ -108,7 +108,9 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 def finetune_config(preset: str | dict | FinetuneConfig = "berttime", **overrides: Any) -> FinetuneConfig:
     """A :class:`FinetuneConfig` from a preset (``berttime`` or ``babylm``), a dict (optionally with a
-    ``preset`` key; e.g. a params-file section) or a config, with ``overrides``. Unknown keys are refused."""
+    ``preset`` key; e.g. a params-file section) or a config, with ``overrides``. Unknown keys are refused.
+    (:func:`helpers.models.ltg_bert.ltg_bert_config` resolves its presets the same way; it cannot share this code,
+    since that module must load without ``helpers`` next to saved weights.)"""
     if isinstance(preset, FinetuneConfig):
         spec = asdict(preset)
     elif isinstance(preset, str):
