@@ -528,3 +528,45 @@ def test_compare_runs_reads_a_committed_table_as_the_file_on_disk(tmp_path, monk
     committed = compare_runs.read_tables_at("HEAD")
     assert committed["t.csv"]["completion"][0] == "junk,\rmore junk"
     assert compare_runs.compare_tables(committed, compare_runs.read_tables(folder))["same"] == ["t.csv"]
+
+
+TABLES = sorted((ROOT / "reports" / "cpu" / "tables").glob("*.md"))
+INTERVAL_COLUMN = re.compile(r"\bCI\b|\b(?:CI )?(?:low|high)\b")
+
+
+def table_problems(md_path: Path) -> list[str]:
+    """A committed table with interval columns must say, above the table, what chance is (or that there is none)."""
+    lines = md_path.read_text(encoding="utf-8").splitlines()
+    header = next((i for i, line in enumerate(lines) if line.startswith("|")), None)
+    if header is None or not INTERVAL_COLUMN.search(lines[header]):
+        return []
+    caption = " ".join(lines[:header]).lower()
+    if "chance" not in caption:
+        return [f"{md_path.name}: intervals but no chance level (or 'no chance level') above the table"]
+    return []
+
+
+@pytest.mark.skipif(not TABLES, reason="no committed tables under reports/cpu/tables")
+def test_committed_tables_with_intervals_state_chance():
+    problems = [p for t in TABLES for p in table_problems(t)]
+    assert not problems, "\n".join(problems)
+
+
+def test_table_checker_catches_a_missing_chance_line(tmp_path):
+    bad, good, plain = tmp_path / "bad.md", tmp_path / "good.md", tmp_path / "plain.md"
+    bad.write_text("Accuracy with 95 % intervals\n\n| model | acc | acc CI low | acc CI high |\n|:--|--:|--:|--:|\n")
+    good.write_text("Accuracy with 95 % intervals; chance 50 %\n\n| model | acc | acc 95% CI |\n|:--|--:|--:|\n")
+    plain.write_text("| model | loss |\n|:--|--:|\n")
+    assert table_problems(bad) and not table_problems(good) and not table_problems(plain)
+
+
+def test_each_notebook_ends_with_what_this_run_shows():
+    """The last section of every notebook is its computed findings; only the manifest cell may follow them."""
+    for nb_path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        cells = json.loads(nb_path.read_text(encoding="utf-8"))["cells"]
+        heads = [i for i, c in enumerate(cells) if c["cell_type"] == "markdown" and "".join(c["source"]).lstrip("# ").startswith("What this run shows")]
+        assert heads, f"{nb_path.name}: no 'What this run shows' section"
+        after = [c for c in cells[heads[-1] + 1:] if c["cell_type"] != "markdown" or "".join(c["source"]).strip()]
+        assert len(after) == 2 and all(c["cell_type"] == "code" for c in after), \
+            f"{nb_path.name}: 'What this run shows' must be the last section (its findings cell, then the manifest)"
+        assert "write_manifest" in "".join(after[-1]["source"]), f"{nb_path.name}: the last cell writes the manifest"
