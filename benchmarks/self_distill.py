@@ -156,7 +156,7 @@ def main(argv=None) -> None:
             row = {"step": step + 1, **U.probe(model, probe_ids, tok, run.valid_data, cfg)}
             history.append(row)
             print({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}, flush=True)
-            if (-row["healthy"], row["valid loss"]) < (-best_row["healthy"], best_row["valid loss"]):
+            if U.healthier_probe(row, best_row):
                 best_row, best_state = row, copy.deepcopy(model.state_dict())
     model.eval()
     rows = []

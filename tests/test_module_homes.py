@@ -43,7 +43,7 @@ HOMES = {
     # repetition measured there, trained away here (sequence-level unlikelihood fine-tuning of the decoders)
     "diversity.unlikelihood": ["UnlikelihoodConfig", "UnlikelihoodResult", "repeated_ngram_mask", "unlikelihood_loss",
                                "probe", "finetune", "finetune_decoder", "history_rows", "phase_lr", "phase_prompts",
-                               "finetune_planned", "finetune_decoders", "used_valid_losses"],
+                               "finetune_planned", "finetune_decoders", "used_valid_losses", "healthier_probe"],
     "core.stats": ["bootstrap_mean_interval", "wilson_interval", "intervals_apart"],
     # evaluation.py kept pairs -> rows, summaries, the top level and the paper comparison; minimal_pairs.TASKS and
     # TASK_NAMES are not listed because finetune has its own (the GLUE tasks), another concept with the same names

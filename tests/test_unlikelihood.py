@@ -190,9 +190,9 @@ def test_the_checkpoint_kept_is_the_healthiest_not_the_least_looping():
     start = {"step": 0, "ended": 0.88, "loops": 0.72, "healthy": 0.25, "valid loss": 3.48}
     early = {"step": 25, "ended": 0.89, "loops": 0.62, "healthy": 0.33, "valid loss": 3.50}
     late = {"step": 125, "ended": 0.50, "loops": 0.55, "healthy": 0.20, "valid loss": 3.44}
-    assert U._better(early, start) and not U._better(late, early) and not U._better(late, start)
+    assert U.healthier_probe(early, start) and not U.healthier_probe(late, early) and not U.healthier_probe(late, start)
     tie = {**early, "valid loss": 3.49}
-    assert U._better(tie, early)
+    assert U.healthier_probe(tie, early)
 
 
 def test_the_phase_stops_after_patience_probes_without_a_healthier_checkpoint(tmp_path, tiny, decoder_tokenizer,
