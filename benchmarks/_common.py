@@ -74,7 +74,7 @@ def repetition_steps(profile: str, budget: str, steps: int, seed: int = 0) -> di
     from dataclasses import asdict
 
     from helpers.core.config import load_params, run_dir
-    from helpers.data.budgets import read_corpus
+    from helpers.data.corpus_files import read_corpus
     from helpers.diversity import unlikelihood as U
     from helpers.generation import completions as G
     from helpers.models.decoder import load_decoder

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from helpers.data import budgets, tokenizers
+from helpers.data import corpus_files, tokenizers
 from helpers.core import config
 from helpers.models import decoder
 from helpers.generation import completions as G, decoding as D
@@ -73,7 +73,7 @@ def main():
         raise SystemExit(f"no model at {path}: run `./run_all.sh --only 01,02` first (or pass --model)")
     tok = tokenizers.load_tokenizer(path)
     eot = tokenizers.end_of_text_id(tok)
-    stories = budgets.read_corpus(root / "runs/cpu/data/tiny-heldout.jsonl") if (root / "runs/cpu/data/tiny-heldout.jsonl").exists() else None
+    stories = corpus_files.read_corpus(root / "runs/cpu/data/tiny-heldout.jsonl") if (root / "runs/cpu/data/tiny-heldout.jsonl").exists() else None
     if stories is None:
         raise SystemExit("no held-out stories: run notebook 01 on the cpu profile first")
     prompts = G.make_prompts(stories, n=a.prompts, seed=0, max_words=200)

@@ -29,7 +29,7 @@ from helpers.core import config  # noqa: E402
 from helpers.training import recipes
 from helpers.models.decoder import load_decoder  # noqa: E402
 from helpers.core.hardware import cpu_info, resolve_precision  # noqa: E402
-from helpers.data.budgets import read_corpus  # noqa: E402
+from helpers.data.corpus_files import read_corpus  # noqa: E402
 from helpers.diversity.continuation_health import continuation_health  # noqa: E402
 from helpers.evaluation import zero_shot  # noqa: E402
 from helpers.generation import completions as G, decoding as D  # noqa: E402

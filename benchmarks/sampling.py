@@ -24,7 +24,7 @@ import _common  # noqa: F401,E402  (first: puts src/ on sys.path in a checkout w
 
 from helpers.core import config  # noqa: E402
 from helpers.core.hardware import cpu_info  # noqa: E402
-from helpers.data.budgets import read_corpus  # noqa: E402
+from helpers.data.corpus_files import read_corpus  # noqa: E402
 from helpers.data.tokenizers import end_of_text_id, load_tokenizer  # noqa: E402
 from helpers.diversity.self_bleu import self_bleu_curve  # noqa: E402
 from helpers.generation import completions as G  # noqa: E402

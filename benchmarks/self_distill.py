@@ -27,7 +27,7 @@ import _common  # noqa: F401  (first: puts src/ on sys.path in a checkout withou
 
 from helpers.core import config  # noqa: E402
 from helpers.core.hardware import autocast_context, cpu_info, resolve_precision  # noqa: E402
-from helpers.data.budgets import read_corpus  # noqa: E402
+from helpers.data.corpus_files import read_corpus  # noqa: E402
 from helpers.data.tokenizers import end_of_text_id  # noqa: E402
 from helpers.diversity import unlikelihood as U  # noqa: E402
 from helpers.diversity.continuation_health import repeated_run  # noqa: E402

@@ -25,7 +25,7 @@ import _common  # noqa: F401,E402  (first: puts src/ on sys.path in a checkout w
 
 from helpers.core import config  # noqa: E402
 from helpers.core.hardware import cpu_info  # noqa: E402
-from helpers.data.budgets import read_corpus  # noqa: E402
+from helpers.data.corpus_files import read_corpus  # noqa: E402
 from helpers.diversity import unlikelihood as U  # noqa: E402
 from recipe import RECIPES, recipe_dir, run_recipe, target_scores  # noqa: E402
 

@@ -26,7 +26,7 @@ from helpers.analysis.architecture import (
     shape_name,
     shuffle_sentences,
 )
-from helpers.data.corpora import split_sentences
+from helpers.data.normalisation import split_sentences
 from helpers.models.decoder import DecoderSpec, build_decoder
 
 

@@ -1,6 +1,6 @@
 import pytest
 
-from helpers.data import budgets
+from helpers.data import budgets, corpus_files, ledger
 from helpers.report import reporting
 from helpers.data.corpora import Document
 
@@ -46,10 +46,10 @@ def test_document_sampling_seeded():
 
 
 def test_ledger_rule(tmp_path):
-    led = budgets.Ledger(tmp_path / "ledger.json")
-    led.add(budgets.CorpusEntry("tiny-5", "tiny", {"tinystories": 5}, 0))
-    led.add(budgets.CorpusEntry("baby-6", "baby", {"childes": 4, "switchboard": 2}, 0))
-    led.add(budgets.CorpusEntry("gen", "gen", {"generated": 100}, 0, generator_corpus="tiny-5"))
+    led = ledger.Ledger(tmp_path / "ledger.json")
+    led.add(ledger.CorpusEntry("tiny-5", "tiny", {"tinystories": 5}, 0))
+    led.add(ledger.CorpusEntry("baby-6", "baby", {"childes": 4, "switchboard": 2}, 0))
+    led.add(ledger.CorpusEntry("gen", "gen", {"generated": 100}, 0, generator_corpus="tiny-5"))
     assert led.check_mix(["tiny-5", "gen"], 10) == {"baby": 0, "tiny": 5, "gen": 100}
     with pytest.raises(budgets.BudgetError, match=r"6 \+ 5 = 11 words > track budget 10"):
         led.check_mix(["tiny-5", "baby-6"], 10)
@@ -57,18 +57,18 @@ def test_ledger_rule(tmp_path):
     with pytest.raises(budgets.BudgetError, match="generator"):
         led.check_mix(["gen"], 4)
     with pytest.raises(ValueError, match="must name the corpus"):
-        led.add(budgets.CorpusEntry("g2", "gen", {"generated": 1}))
+        led.add(ledger.CorpusEntry("g2", "gen", {"generated": 1}))
     with pytest.raises(KeyError, match="not in the ledger"):
         led["nope"]
-    assert budgets.Ledger(tmp_path / "ledger.json").entries["baby-6"].words == 6  # persisted
+    assert ledger.Ledger(tmp_path / "ledger.json").entries["baby-6"].words == 6  # persisted
 
 
 def test_prepare_corpora(tmp_path):
     stories = [f"story {i} " + "w " * (i % 7 + 1) for i in range(50)]
     docs = [Document("childes", "u " * 5) for _ in range(30)]
-    led = budgets.prepare_corpora(tmp_path, stories, {"f": "x"}, docs, {}, [40, 80], [60], seed=0)
-    small = budgets.read_corpus(tmp_path / "tiny-40.jsonl")
-    big = budgets.read_corpus(tmp_path / "tiny-80.jsonl")
+    led = corpus_files.prepare_corpora(tmp_path, stories, {"f": "x"}, docs, {}, [40, 80], [60], seed=0)
+    small = corpus_files.read_corpus(tmp_path / "tiny-40.jsonl")
+    big = corpus_files.read_corpus(tmp_path / "tiny-80.jsonl")
     assert big[: len(small)] == small
     assert led["tiny-80"].words == sum(len(r["text"].split()) for r in big) <= 80
     assert led["baby-60"].words_by_source == {"childes": 60}
@@ -82,14 +82,14 @@ def test_fmt_words():
 
 
 def test_readable_ledger_names_sources_and_moves_a_constant_seed(tmp_path):
-    led = budgets.Ledger(tmp_path / "ledger.json")
-    led.add(budgets.CorpusEntry("tiny-5", "tiny", {"tinystories": 5}, 42))
-    led.add(budgets.CorpusEntry("baby-6", "baby", {"aochildes": 4, "switchboard": 2}, 42))
+    led = ledger.Ledger(tmp_path / "ledger.json")
+    led.add(ledger.CorpusEntry("tiny-5", "tiny", {"tinystories": 5}, 42))
+    led.add(ledger.CorpusEntry("baby-6", "baby", {"aochildes": 4, "switchboard": 2}, 42))
     view, note = reporting.readable_ledger(led.table())
     assert {"words (total)", "TinyStories words", "aochildes words", "switchboard words"} <= set(view.columns)
     assert not any(c.startswith("words:") for c in view.columns) and "seed" not in view.columns
     assert note == "sampling seed 42 for every corpus"
     assert view.set_index("corpus").loc["baby-6", "aochildes words"] == 4
-    led.add(budgets.CorpusEntry("tiny-7", "tiny", {"tinystories": 7}, 1))
+    led.add(ledger.CorpusEntry("tiny-7", "tiny", {"tinystories": 7}, 1))
     view, note = reporting.readable_ledger(led.table())
     assert "seed" in view.columns and note == ""

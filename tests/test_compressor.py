@@ -313,7 +313,7 @@ def test_overfits_a_repeated_batch():
 def test_train_or_skip_trains_and_saves_a_loadable_compressor(tmp_path):
     from transformers import AutoModelForCausalLM
 
-    from helpers.data.corpora import PackedBlocks
+    from helpers.data.blocks import PackedBlocks
     from helpers.training.recipes import train_or_skip
     from helpers.training.loop import TrainConfig
 
@@ -389,7 +389,7 @@ def test_peak_train_memory_is_measured_and_compressor_is_smaller():
 
 
 def test_predicted_token_loss_is_the_mean_over_tokens_2_onwards():
-    from helpers.data.corpora import PackedBlocks
+    from helpers.data.blocks import PackedBlocks
     from helpers.models.decoder import build_decoder
 
     torch.manual_seed(0)

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from helpers.data import corpora as data
+from helpers.data import corpora as data, normalisation, text_stats
 
 
 def test_bundled_tinystories_counts_and_truncated_tail():
@@ -96,21 +96,21 @@ def test_babylm_folder(tmp_path):
 
 
 def test_normalise_and_sentences():
-    assert data.normalise_text("Hello , world ! Mr . Smith ca n't go .") == "Hello, world! Mr. Smith can't go."
-    assert data.split_sentences('He ran. "Stop!" she said. Mr. Lee smiled.') == ['He ran.', '"Stop!" she said.', "Mr. Lee smiled."]
+    assert normalisation.normalise_text("Hello , world ! Mr . Smith ca n't go .") == "Hello, world! Mr. Smith can't go."
+    assert normalisation.split_sentences('He ran. "Stop!" she said. Mr. Lee smiled.') == ['He ran.', '"Stop!" she said.', "Mr. Lee smiled."]
     # the cases of the two splitters it replaced (contrastive shuffles, the judge's endings)
-    assert data.split_sentences('Tom ran. "Stop!" said Mom. He stopped? Yes... Then he smiled') == [
+    assert normalisation.split_sentences('Tom ran. "Stop!" said Mom. He stopped? Yes... Then he smiled') == [
         "Tom ran.", '"Stop!" said Mom.', "He stopped?", "Yes...", "Then he smiled"]
-    assert data.split_sentences('She said, "Hi." "Bye!" he said.\nThe end') == ['She said, "Hi."', '"Bye!" he said.', "The end"]
-    assert data.split_sentences("They had 3 cats. 2 were black.") == ["They had 3 cats.", "2 were black."]
-    seg = data.encoder_segments(["One. Two.\n\nThree."])[0]
+    assert normalisation.split_sentences('She said, "Hi." "Bye!" he said.\nThe end') == ['She said, "Hi."', '"Bye!" he said.', "The end"]
+    assert normalisation.split_sentences("They had 3 cats. 2 were black.") == ["They had 3 cats.", "2 were black."]
+    seg = normalisation.encoder_segments(["One. Two.\n\nThree."])[0]
     assert seg.splitlines() == ["One.", "Two.", "[PAR]", "Three.", "[PAR]"]
 
 
 def test_stats_and_vocab_growth():
-    s = data.corpus_stats(["a b a", "c"], "x")
+    s = text_stats.corpus_stats(["a b a", "c"], "x")
     assert (s["unit"], s["units"], s["words"], s["vocabulary"]) == ("documents", 2, 4, 3)
     assert s["mean words/unit"] == 2.0
-    assert data.corpus_stats(["a b", "c"], "v", unit="paragraphs")["unit"] == "paragraphs"
-    xs, ys = data.vocab_growth(["a b a", "c"], n_points=4)
+    assert text_stats.corpus_stats(["a b", "c"], "v", unit="paragraphs")["unit"] == "paragraphs"
+    xs, ys = text_stats.vocab_growth(["a b a", "c"], n_points=4)
     assert xs == [1, 2, 3, 4] and ys == [1, 2, 2, 3]

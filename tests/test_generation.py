@@ -150,7 +150,7 @@ def test_generation_stops_at_eot_and_respects_limits(tiny_model, decoder_tokeniz
 
 
 def test_corpus_rows_and_ledger(tmp_path, real_stories):
-    from helpers.data.budgets import CorpusEntry, Ledger
+    from helpers.data.ledger import CorpusEntry, Ledger
 
     prompts = G.make_prompts(real_stories, n=3, seed=0)
     comps = [[" and then they played.", " The end."]] * 3

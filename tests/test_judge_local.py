@@ -13,7 +13,7 @@ import random
 
 import pytest
 
-from helpers.data.corpora import split_sentences
+from helpers.data.normalisation import split_sentences
 from helpers.core import config
 from helpers.judge import rubric as J, local as JL, runs as JR, validity as JV
 

@@ -169,7 +169,7 @@ def test_rank_slices_and_batches():
         assert torch.equal(full[k], torch.cat([p[k] for p in parts]))
     batch = data.batch(3, 16)
     assert all(torch.equal(batch[k], full[k]) for k in full)
-    from helpers.data.corpora import PackedBlocks
+    from helpers.data.blocks import PackedBlocks
 
     plain = PackedBlocks(data.blocks, seed=1)
     for step in (0, 3, 9):  # the same rows, in the same order, as the decoder's PackedBlocks

@@ -68,7 +68,8 @@ HOMES = {
     "analysis.memory": ["peak_train_memory", "memory_table", "cached_memory_table", "memory_pivot"],
     # one sentence splitter for every stage (architecture.py and judge_validity.py had their own rules), one EOT and
     # one reader of its id (five modules looked it up themselves)
-    "data.corpora": ["EOT", "split_sentences"],
+    "data.corpora": ["EOT"],
+    "data.normalisation": ["split_sentences"],
     "data.tokenizers": ["end_of_text_id", "encode_stories"],
     # one nucleus/greedy sampler for every model (the compressor had its own), one context-length reader, one place
     # that says where models run, one HTML table style
@@ -155,7 +156,6 @@ LAZY = {
     ("core.config", "torch"): "config is read by the runner and data steps that never load torch",
     ("core.parallel", "torch"): "a worker sets its thread count before torch is imported",
     ("core.parallel", "helpers"): "as torch: core.hardware imports it (the GPU check of workers: auto)",
-    ("data.corpora", "torch"): "reading and counting corpora (notebook 01, the runner's checks) needs no torch",
     ("data.corpora", "datasets"): "only for a Hugging Face hub name, never in a default run",
     ("analysis.lexicon", "spacy"): "optional: a spaCy tagger where one is installed",
     ("core.progress", "tqdm"): "which bar (plain text or widget) depends on where it runs",

@@ -65,7 +65,7 @@ def _v2_file(path, n, seed, truncated=True):
 
 
 def test_full_budget_is_all_stories_but_the_heldout_reserve(tmp_path):
-    from helpers.data import budgets as B, corpora as data
+    from helpers.data import budgets as B, corpora as data, corpus_files as CF
     from helpers.core.artifacts import read_jsonl
 
     train = tmp_path / "TinyStoriesV2-GPT4-train.txt"
@@ -75,8 +75,8 @@ def test_full_budget_is_all_stories_but_the_heldout_reserve(tmp_path):
     total = sum(data.count_words(s) for s in stories)
     out = tmp_path / "data"
     out.mkdir()
-    ledger = B.prepare_corpora(out, corpus.stories, corpus.files, [], {}, [1000, 2000, 440_000_000], [], 42,
-                               heldout_max_words=1500, full_budget=440_000_000)
+    ledger = CF.prepare_corpora(out, corpus.stories, corpus.files, [], {}, [1000, 2000, 440_000_000], [], 42,
+                                heldout_max_words=1500, full_budget=440_000_000)
     held = [r["id"] for r in read_jsonl(out / "tiny-heldout.jsonl")]
     full = [r["id"] for r in read_jsonl(out / "tiny-440M.jsonl")]
     small = [r["id"] for r in read_jsonl(out / "tiny-1k.jsonl")]
@@ -119,15 +119,15 @@ def test_paper_profile_reads_tinystories_v2_and_passes_the_params_check():
 
 # ----------------------------------------------------------------------------- 3. the challenge rule counts the generator's corpus
 def test_rule_counts_the_generator_corpus_and_checks_prompt_ids(tmp_path):
-    from helpers.data import budgets as B
+    from helpers.data import budgets as B, corpus_files as CF, ledger as L
     from helpers.generation import completions as G
 
     stories = [f"story {i} " + "w " * 8 for i in range(40)]  # 10 words each
-    led = B.prepare_corpora(tmp_path, stories, {"f": "x"}, [], {}, [50, 100, 200], [], seed=0)
-    led.add(B.CorpusEntry("baby-60", "baby", {"childes": 60}, 0))
+    led = CF.prepare_corpora(tmp_path, stories, {"f": "x"}, [], {}, [50, 100, 200], [], seed=0)
+    led.add(L.CorpusEntry("baby-60", "baby", {"childes": 60}, 0))
     gen_rows = [{"story_id": r["id"], "sample": 0, "prompt": "story", "completion": "w w w"}
-                for r in B.read_corpus(tmp_path / "tiny-100.jsonl")]
-    B.write_corpus(tmp_path / "gen-tiny-100-greedy.jsonl", gen_rows)
+                for r in CF.read_corpus(tmp_path / "tiny-100.jsonl")]
+    CF.write_corpus(tmp_path / "gen-tiny-100-greedy.jsonl", gen_rows)
     G.register_generated(led, "gen-tiny-100-greedy", gen_rows, "tiny-100", "gen-tiny-100-greedy.jsonl", 0)
     # D_tiny = tiny-50, generator corpus tiny-100: the union is tiny-100 (nested), 60 + 100 > 150
     assert led.rule_words(["baby-60", "tiny-50", "gen-tiny-100-greedy"]) == {"baby": 60, "tiny": 100, "counted": 160}
@@ -137,7 +137,7 @@ def test_rule_counts_the_generator_corpus_and_checks_prompt_ids(tmp_path):
     assert led.check_mix(["tiny-50", "gen-tiny-100-greedy"], 150)["tiny"] == 50
     # prompts from stories outside D_tiny ∪ generator corpus are refused
     bad = gen_rows + [{"story_id": 999, "sample": 0, "prompt": "x", "completion": "y"}]
-    B.write_corpus(tmp_path / "gen-bad.jsonl", bad)
+    CF.write_corpus(tmp_path / "gen-bad.jsonl", bad)
     G.register_generated(led, "gen-bad", bad, "tiny-100", "gen-bad.jsonl", 0)
     with pytest.raises(B.BudgetError, match="outside D_tiny"):
         led.check_mix(["tiny-100", "gen-bad"], 1000)
@@ -145,13 +145,13 @@ def test_rule_counts_the_generator_corpus_and_checks_prompt_ids(tmp_path):
 
 
 def test_rule_union_of_corpora_that_are_not_nested(tmp_path):
-    from helpers.data import budgets as B
+    from helpers.data import corpus_files as CF, ledger as L
 
-    led = B.Ledger(tmp_path / "ledger.json")
+    led = L.Ledger(tmp_path / "ledger.json")
     for name, ids in [("tiny-a", [0, 1, 2]), ("tiny-b", [2, 3])]:
-        B.write_corpus(tmp_path / f"{name}.jsonl", [{"id": i, "text": "a b c d e"} for i in ids])
-        led.add(B.CorpusEntry(name, "tiny", {"tinystories": 5 * len(ids)}, seed=None, path=f"{name}.jsonl"))
-    led.add(B.CorpusEntry("gen", "gen", {"completion": 1}, generator_corpus="tiny-b"))
+        CF.write_corpus(tmp_path / f"{name}.jsonl", [{"id": i, "text": "a b c d e"} for i in ids])
+        led.add(L.CorpusEntry(name, "tiny", {"tinystories": 5 * len(ids)}, seed=None, path=f"{name}.jsonl"))
+    led.add(L.CorpusEntry("gen", "gen", {"completion": 1}, generator_corpus="tiny-b"))
     assert led.rule_words(["tiny-a", "gen"])["tiny"] == 20  # ids {0, 1, 2, 3}
 
 
@@ -318,7 +318,7 @@ def test_real_tinystories_instruct_file_is_parsed(tmp_path):
 
 # ----------------------------------------------------------------------------- 6. the 100M strict track
 def test_strict_100m_track_profile(tmp_path):
-    from helpers.data import budgets as B
+    from helpers.data import budgets as B, corpus_files as CF
     from helpers.core import config
     from helpers import runner
     from helpers.data.corpora import Document
@@ -347,20 +347,20 @@ def test_strict_100m_track_profile(tmp_path):
     docs = [Document("childes", "w " * 10) for _ in range(30)]
     dev = [Document("childes", "d " * 10) for _ in range(10)]
     stories = [f"story {i} " + "w " * 8 for i in range(40)]
-    led = B.prepare_corpora(tmp_path, stories, {}, docs, {}, [100, 200], [150, 100_000_000], 0, heldout_max_words=50,
+    led = CF.prepare_corpora(tmp_path, stories, {}, docs, {}, [100, 200], [150, 100_000_000], 0, heldout_max_words=50,
                             baby_full_budget=100_000_000, baby_heldout_docs=dev)
-    assert led["baby-100M"].words == 300 and len(B.read_corpus(tmp_path / "baby-heldout.jsonl")) == 5
-    assert all(r["id"].startswith("dev-") for r in B.read_corpus(tmp_path / "baby-heldout.jsonl"))
+    assert led["baby-100M"].words == 300 and len(CF.read_corpus(tmp_path / "baby-heldout.jsonl")) == 5
+    assert all(r["id"].startswith("dev-") for r in CF.read_corpus(tmp_path / "baby-heldout.jsonl"))
 
 
 def test_instruct_decoder_plans_on_the_real_files(tmp_path, real_stories, decoder_tokenizer):
-    from helpers.data import budgets as B
+    from helpers.data import corpus_files as CF
     from helpers.core import config
     from helpers.story_eval import instruct_files
 
     run = tmp_path / "runs"
     (run / "data").mkdir(parents=True)
-    B.prepare_corpora(run / "data", real_stories, {}, [], {}, [20_000], [], 0, heldout_max_words=3_000)
+    CF.prepare_corpora(run / "data", real_stories, {}, [], {}, [20_000], [], 0, heldout_max_words=3_000)
     decoder_tokenizer.save_pretrained(run / "tokenizers" / "decoder-tiny-20k")
     docs = "\n<|endoftext|>\n".join(f"Words: cat, hat\nFeatures: Dialogue\nStory: \n{s}" for s in real_stories[:120])
     (tmp_path / "TinyStoriesInstruct-train.txt").write_text(docs + "\n<|endoftext|>\n", encoding="utf-8")

@@ -19,7 +19,7 @@ import torch
 import transformers
 
 import helpers
-from helpers.data.corpora import PackedBlocks, pack_blocks
+from helpers.data.blocks import PackedBlocks, pack_blocks
 from helpers.models.decoder import build_decoder, count_parameters
 from helpers.training.loop import (
     TrainConfig,

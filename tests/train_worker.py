@@ -22,7 +22,7 @@ try:
 except ImportError:  # a checkout without the editable install
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from helpers.data.corpora import PackedBlocks, pack_blocks  # noqa: E402
+from helpers.data.blocks import PackedBlocks, pack_blocks  # noqa: E402
 from helpers.models.decoder import build_decoder  # noqa: E402
 from helpers.training.loop import TrainConfig, lm_loss, train  # noqa: E402
 

@@ -36,7 +36,8 @@ import torch
 from scipy import stats
 
 from helpers.core.stats import wilson_interval
-from helpers.data.corpora import PackedBlocks, pack_blocks, split_sentences
+from helpers.data.blocks import PackedBlocks, pack_blocks
+from helpers.data.normalisation import split_sentences
 from helpers.data.tokenizers import encode_stories, end_of_text_id
 from helpers.evaluation.lm_scoring import causal_scores
 from helpers.models.compressor import build_compressor, compressor_config, compressor_loss, shifted_token_nll
@@ -202,7 +203,7 @@ class ContrastiveBlocks(PackedBlocks):
     ``round(fraction × size)`` shuffled rows spread evenly among the ordinary ones, flagged in ``"shuffled"``.
 
     ``blocks`` (length, epochs, tokens per step) are the ordinary blocks; both streams are deterministic and
-    resumable like :class:`~helpers.data.corpora.PackedBlocks`."""
+    resumable like :class:`~helpers.data.blocks.PackedBlocks`."""
 
     def __init__(self, blocks: torch.Tensor, shuffled: torch.Tensor, fraction: float, seed: int = 0):
         super().__init__(blocks, seed)

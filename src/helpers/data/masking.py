@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from helpers.core.stats import bootstrap_interval
-from helpers.data.corpora import PackedBlocks
+from helpers.data.blocks import PackedBlocks
 from helpers.data.tokenizers import encode_stories
 
 IGNORE = -100
@@ -249,7 +249,7 @@ def pack_encoder_blocks(token_lists: Iterable[Sequence[int]], block: int, cls_id
 
 
 class MaskedBlocks(PackedBlocks):
-    """Encoder blocks with deterministic dynamic masking: :class:`helpers.data.corpora.PackedBlocks` (the same row order)
+    """Encoder blocks with deterministic dynamic masking: :class:`helpers.data.blocks.PackedBlocks` (the same row order)
     plus masking.
 
     * ``batch(step, size, rank, world)`` → ``{"input_ids", "attention_mask", "labels"}`` of ``size/world`` rows;
@@ -296,7 +296,7 @@ class MaskedBlocks(PackedBlocks):
 
 def encode_encoder_blocks(tokenizer, texts: Sequence[str], block: int, max_blocks: Optional[int] = None,
                           seed: int = 0, masking: MaskingConfig = MaskingConfig(), **kwargs) -> MaskedBlocks:
-    """Encoder documents (e.g. from :func:`helpers.data.corpora.encoder_segments`) → token ids
+    """Encoder documents (e.g. from :func:`helpers.data.normalisation.encoder_segments`) → token ids
     (:func:`helpers.data.tokenizers.encode_stories`, no end-of-text) → blocks → MaskedBlocks."""
     tok = TokenIds.from_tokenizer(tokenizer)
     ids = encode_stories(tokenizer, texts, add_eot=False)

@@ -8,11 +8,16 @@
 
 Round trip: ``decode(encode(x)) == unicodedata.normalize("NFD", x)`` for any text without
 special-token strings (identical to ``x`` for ASCII and already-decomposed text).
+
+Scale: :func:`train_tokenizer` streams its texts into the trainer (which keeps only counts of
+pre-tokenised words), and :func:`encoding_check` counts tokens and round-trip failures batch by batch, so neither
+holds a corpus or its token ids in memory.
 """
 from __future__ import annotations
 
 import unicodedata
 from pathlib import Path
+from itertools import islice
 from typing import Iterable, Literal
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
@@ -48,7 +53,8 @@ def train_tokenizer(
     vocab_size: int = 16_384,
     min_frequency: int = 2,
 ) -> PreTrainedTokenizerFast:
-    """Train a byte-level BPE tokenizer on ``texts`` and wrap it for transformers."""
+    """Train a byte-level BPE tokenizer on ``texts`` and wrap it for transformers. ``texts`` may be any iterable
+    (e.g. :func:`helpers.data.corpus_files.iter_texts` of a corpus file): it is streamed, never listed."""
     if kind not in ("decoder", "encoder"):
         raise ValueError(f"kind must be 'decoder' or 'encoder', not {kind!r}")
     specials = DECODER_SPECIALS if kind == "decoder" else ENCODER_SPECIALS
@@ -60,10 +66,17 @@ def train_tokenizer(
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    texts = list(texts)
-    if not any(t.strip() for t in texts):
+    nonblank = 0
+
+    def counted():
+        nonlocal nonblank
+        for t in texts:
+            nonblank += bool(t.strip())
+            yield t
+
+    tok.train_from_iterator(counted(), trainer=trainer, length=len(texts) if hasattr(texts, "__len__") else None)
+    if not nonblank:
         raise ValueError("cannot train a tokenizer on an empty corpus")
-    tok.train_from_iterator(texts, trainer=trainer, length=len(texts))
     if kind == "encoder":
         cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
         tok.post_processor = processors.TemplateProcessing(
@@ -104,6 +117,21 @@ def round_trip_ok(tokenizer: PreTrainedTokenizerFast, text: str) -> bool:
     return tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False) == unicodedata.normalize(
         "NFD", text
     )
+
+
+def encoding_check(tokenizer: PreTrainedTokenizerFast, texts: Iterable[str], batch_size: int = 1000) -> dict[str, int]:
+    """``{"texts", "tokens", "round-trip failures"}`` over ``texts`` (any iterable, streamed ``batch_size`` at a
+    time): tokens without special tokens (as :func:`encode_stories` with ``add_eot=False``) and the number of texts
+    for which :func:`round_trip_ok` is False, encoded and decoded in batches (the same ids and strings as one by one)."""
+    it = iter(texts)
+    n = tokens = failures = 0
+    while batch := list(islice(it, batch_size)):
+        ids = tokenizer(batch, add_special_tokens=False)["input_ids"]
+        back = tokenizer.batch_decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+        n += len(batch)
+        tokens += sum(map(len, ids))
+        failures += sum(b != unicodedata.normalize("NFD", t) for b, t in zip(back, batch))
+    return {"texts": n, "tokens": tokens, "round-trip failures": failures}
 
 
 def end_of_text_id(tokenizer, fallback: bool = False) -> int:

@@ -30,8 +30,8 @@ from helpers.core.hardware import autocast_context, compute_device, resolve_prec
 from helpers.core.parallel import run_jobs
 from helpers.core.progress import progress as progress_bar
 from helpers.core.stats import wilson_interval
-from helpers.data.budgets import read_corpus
-from helpers.data.corpora import PackedBlocks
+from helpers.data.blocks import PackedBlocks
+from helpers.data.corpus_files import read_corpus
 from helpers.data.tokenizers import end_of_text_id
 from helpers.diversity.continuation_health import repeated_run
 from helpers.generation import completions as G

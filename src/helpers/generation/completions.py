@@ -28,7 +28,7 @@ import torch
 from helpers.core.artifacts import fingerprint, read_jsonl, run_step, sha256_file, write_jsonl
 from helpers.core.hardware import compute_device
 from helpers.core.progress import progress as progress_bar
-from helpers.data.budgets import CorpusEntry
+from helpers.data.ledger import CorpusEntry
 from helpers.data.corpora import EOT  # noqa: F401 - the end-of-text token, also completions.EOT
 from helpers.data.tokenizers import encode_stories, end_of_text_id, load_tokenizer
 from helpers.generation.decoding import Decoding, sample_next

@@ -346,7 +346,7 @@ def load_compressor(path: str | Path) -> CompressorForCausalLM:
 @torch.no_grad()
 def predicted_token_loss(model: nn.Module, data, batch_size: int) -> float:
     """Mean held-out cross-entropy over tokens ``2..T-1`` of every block of ``data`` (a
-    :class:`~helpers.data.corpora.PackedBlocks`), for any HF causal LM: the tokens the compressor predicts, so GPT-Neo
+    :class:`~helpers.data.blocks.PackedBlocks`), for any HF causal LM: the tokens the compressor predicts, so GPT-Neo
     and the compressor are compared on exactly the same targets."""
     was = model.training
     model.eval()

@@ -31,8 +31,9 @@ from typing import Any, Iterable, Mapping, Sequence
 import pandas as pd
 
 from helpers.core.artifacts import read_json
-from helpers.data.budgets import read_corpus
-from helpers.data.corpora import read_text, split_sentences
+from helpers.data.corpora import read_text
+from helpers.data.corpus_files import read_corpus
+from helpers.data.normalisation import split_sentences
 from helpers.story_eval.folding import _find, ascii_quotes, fold, folded
 from helpers.story_eval.suites import story_prompts
 from helpers.training.recipes import encode_blocks, plan_decoders

@@ -8,8 +8,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
 
-from helpers.data.budgets import Ledger, shuffled_order, take_prefix
+from helpers.data.budgets import shuffled_order, take_prefix
 from helpers.data.corpora import count_words, load_tinystories
+from helpers.data.ledger import Ledger
 from helpers.story_eval.instruct import InstructDocument, field_counts, heldout_instruct_prompts, parse_instruct, plan_instruct
 from helpers.story_eval.suites import story_prompts
 from helpers.training.recipes import encode_blocks

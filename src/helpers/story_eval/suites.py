@@ -219,7 +219,7 @@ def first_sentence(text: str, max_chars: int = 400) -> str:
     "sentence" without a word (a completion that starts by closing the prompt's sentence with ``.``) is skipped, so
     the answer is the first sentence with words.  A completion without an end is cut at ``max_chars``.
 
-    Not ``split_sentences(text)[0]`` (:func:`helpers.data.corpora.split_sentences`): this reads a model's
+    Not ``split_sentences(text)[0]`` (:func:`helpers.data.normalisation.split_sentences`): this reads a model's
     continuation of a prompt, not a story, so its rule differs on purpose and switching would change grades.  It
     skips a leading word-less "sentence" (``'. "French," said Mom. She smiled.'`` gives ``'"French," said Mom.'``;
     ``split_sentences`` gives ``'.'``); it returns ``""`` for an empty completion (``split_sentences`` gives no

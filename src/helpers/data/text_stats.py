@@ -1,0 +1,77 @@
+"""Corpus statistics: units, words, vocabulary and type/token ratio (:func:`corpus_stats`), and the Heaps curve of
+vocabulary growth (:func:`vocab_growth`).
+
+Both take any iterable of texts (a :class:`helpers.data.story_files.FileStories` view streams) and keep only the
+vocabulary (a set of types, which grows sub-linearly: Heaps' law), never a list of words.
+"""
+from __future__ import annotations
+
+from array import array
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from helpers.data.corpora import EOT
+
+
+def corpus_stats(texts: Iterable[str], name: str = "", unit: str = "documents") -> dict:
+    """Units, words, vocabulary (case-sensitive whitespace types), type/token ratio, words per unit.
+
+    ``unit`` says what one text is (``"stories"``; ``"paragraphs"`` for running text whose story boundaries are
+    not recoverable; BabyLM's line chunks), so a paragraph count is never read as a story count.
+    One pass over ``texts`` (any iterable: a :class:`FileStories` view streams); memory: one word count per text
+    and the set of types."""
+    counts = array("q")
+    types: set[str] = set()
+    for t in texts:
+        ws = t.split()
+        types.update(ws)
+        counts.append(len(ws) - ws.count(EOT) if EOT in t else len(ws))
+    lengths = np.frombuffer(counts, dtype=np.int64) if counts else np.zeros(0, int)
+    words = int(lengths.sum())
+    return {
+        "corpus": name,
+        "unit": unit,
+        "units": len(lengths),
+        "words": words,
+        "vocabulary": len(types),
+        "type/token": len(types) / words if words else float("nan"),
+        "mean words/unit": float(lengths.mean()) if len(lengths) else float("nan"),
+        "median words/unit": float(np.median(lengths)) if len(lengths) else float("nan"),
+    }
+
+
+def vocab_growth(texts: Iterable[str], n_points: int = 40, total: int | None = None) -> tuple[list[int], list[int]]:
+    """Heaps curve: (tokens seen, distinct types) at ``n_points`` evenly spaced positions of the corpus.
+
+    Streams ``texts`` once and keeps only the set of types. The marks need the number of whitespace tokens up front:
+    pass it as ``total`` (e.g. a lazy corpus's ``words``) to read ``texts`` (any iterable) in one pass; without it
+    ``texts`` is read twice (a sequence) or listed first (an iterator). A ``total`` that does not match the texts
+    raises ValueError."""
+    if total is None:
+        if not isinstance(texts, Sequence):
+            texts = list(texts)
+        total = sum(len(t.split()) for t in texts)
+    if total <= 0:
+        for t in texts:
+            if t.split():
+                raise ValueError(f"total={total} but the texts hold words")
+        return [0], [0]
+    marks = sorted({max(1, round(total * (i + 1) / n_points)) for i in range(n_points)})
+    seen: set[str] = set()
+    xs, ys, k, pos = [], [], 0, 0  # k: next mark; pos: tokens read so far
+    for t in texts:
+        ws = t.split()
+        j = 0
+        while k < len(marks) and pos + len(ws) - j >= marks[k]:
+            cut = j + marks[k] - pos
+            seen.update(ws[j:cut])
+            pos, j = marks[k], cut
+            xs.append(marks[k])
+            ys.append(len(seen))
+            k += 1
+        seen.update(ws[j:])
+        pos += len(ws) - j
+    if pos != total:
+        raise ValueError(f"vocab_growth: total={total:,} but the texts hold {pos:,} whitespace tokens")
+    return xs, ys
