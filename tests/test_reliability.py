@@ -21,6 +21,9 @@ import yaml
 
 from helpers.core import artifacts, config
 from helpers.data import budgets
+from helpers.data.corpus_files import prepare_corpora, read_corpus
+from helpers.data.ledger import Ledger
+from conftest import edit_params
 from helpers import runner
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -29,28 +32,6 @@ import train_worker as W  # noqa: E402
 REPO = config.repo_root()
 
 
-@pytest.fixture
-def repo(tmp_path, monkeypatch):
-    """A scratch project root holding copies of notebooks 01, 02 and 05b and their smoke params."""
-    root = tmp_path / "repo"
-    (root / "params" / "smoke").mkdir(parents=True)
-    (root / "notebooks").mkdir()
-    (root / "pyproject.toml").write_text("")
-    for nb in ("01_data_budgets", "02_decoder_training", "05b_story_evaluation"):
-        (root / "notebooks" / f"{nb}.ipynb").write_bytes((REPO / "notebooks" / f"{nb}.ipynb").read_bytes())
-        (root / "params" / "smoke" / f"{nb}.yaml").write_bytes((REPO / "params" / "smoke" / f"{nb}.yaml").read_bytes())
-    monkeypatch.setenv("STORYBENCH_ROOT", str(root))
-    monkeypatch.setenv("STORYBENCH_RUNS", str(tmp_path / "runs"))
-    monkeypatch.setenv("STORYBENCH_REPORTS", str(tmp_path / "reports"))
-    return root
-
-
-def _edit_params(root: Path, nb: str, text_from: str, text_to: str) -> Path:
-    f = next((root / "params" / "smoke").glob(f"{nb}_*.yaml"))
-    text = f.read_text()
-    assert text_from in text
-    f.write_text(text.replace(text_from, text_to))
-    return f
 
 
 # ----------------------------------------------------------------------------- rows 1, 12: training artefacts
@@ -127,7 +108,7 @@ def test_row12_disk_full_while_saving_is_one_line_naming_the_path(tmp_path, monk
 
 # ----------------------------------------------------------------------------- rows 2, 3, 10: params checks
 def test_row02_yaml_1_2_numbers(repo):
-    _edit_params(repo, "02", "lr: 2.0e-3", "lr: 1e-3")
+    edit_params(repo, "02", "lr: 2.0e-3", "lr: 1e-3")
     p = config.load_params("smoke", "02")
     assert p["train"]["lr"] == 0.001 and isinstance(p["train"]["lr"], float)
     todo = runner.plan("smoke", runner.notebooks())
@@ -143,14 +124,14 @@ def test_row02_yaml_1_2_numbers(repo):
     ("budgets: [tiny-10k", "budgets: [10", r"budgets\[0\] = 10 is an integer; expected a string"),
 ])
 def test_row03_wrong_type_or_range_is_refused_before_anything_runs(repo, old, new, message):
-    _edit_params(repo, "02", old, new)
+    edit_params(repo, "02", old, new)
     with pytest.raises(runner.RunnerError, match=message):
         runner.plan("smoke", runner.notebooks())
     assert not (repo.parent / "runs").exists()  # nothing was touched
 
 
 def test_row10_yaml_syntax_error_is_one_line_naming_file_and_line(repo, capsys):
-    _edit_params(repo, "02", "valid_blocks: 8\n", "valid_blocks: [8\n")
+    edit_params(repo, "02", "valid_blocks: 8\n", "valid_blocks: [8\n")
     with pytest.raises(runner.RunnerError, match=r"params/smoke/02_decoder_training.yaml:\d+:\d+: YAML syntax error"):
         runner.plan("smoke", runner.notebooks())
     with pytest.raises(config.ParamsError, match=r"02_decoder_training.yaml:\d+:\d+: YAML syntax error"):
@@ -235,7 +216,7 @@ def test_row13_missing_decoder_names_the_notebook_to_run(tmp_path, monkeypatch):
     # notebook 02 (or any reader of a corpus) before notebook 01 ever ran
     with pytest.raises(FileNotFoundError, match=r"^no corpus at runs/smoke/data/tiny-valid.jsonl; it is made by notebook "
                                                 r"01: run notebook 01 for profile smoke first"):
-        budgets.read_corpus(tmp_path / "runs" / "smoke" / "data" / "tiny-valid.jsonl")
+        read_corpus(tmp_path / "runs" / "smoke" / "data" / "tiny-valid.jsonl")
     with pytest.raises(FileNotFoundError, match=r"run notebook 04 for profile paper first"):
         load_model(tmp_path / "runs" / "paper" / "encoders" / "baby-10M" / "best")
 
@@ -244,7 +225,7 @@ def test_row13_missing_decoder_names_the_notebook_to_run(tmp_path, monkeypatch):
 def _corpora(tmp_path) -> Path:
     stories = [f"Once upon a time there was a cat number {i} who liked to play in the sun all day long." for i in range(60)]
     data = tmp_path / "runs" / "smoke" / "data"
-    budgets.prepare_corpora(data, stories, {"x.txt.gz": "abc"}, [], {}, [200, 400], [], seed=1, heldout_max_words=100)
+    prepare_corpora(data, stories, {"x.txt.gz": "abc"}, [], {}, [200, 400], [], seed=1, heldout_max_words=100)
     return data
 
 
@@ -252,23 +233,23 @@ def test_row06_truncated_corpus_stops_instead_of_training_on_less(tmp_path, monk
     monkeypatch.setenv("STORYBENCH_RUNS", str(tmp_path / "runs"))
     data = _corpora(tmp_path)
     f = data / "tiny-400.jsonl"
-    rows = budgets.read_corpus(f)
+    rows = read_corpus(f)
     lines = f.read_text().splitlines(keepends=True)
     f.write_text("".join(lines[: len(lines) // 2]))  # cut at a line end: still valid JSONL
     with pytest.raises(budgets.BudgetError, match=r"runs/smoke/data/tiny-400.jsonl does not match the budget ledger "
                                                   r".*truncated.*rerun notebook 01 for profile smoke"):
-        budgets.read_corpus(f)
-    ledger = budgets.Ledger(data / "ledger.json")
+        read_corpus(f)
+    ledger = Ledger(data / "ledger.json")
     with pytest.raises(budgets.BudgetError, match=r"^corpus 'tiny-400': runs/smoke/data/tiny-400.jsonl does not match"
                                                   r" the budget ledger") as e:
         ledger.verify("tiny-400")
     assert str(tmp_path) not in str(e.value) and "\n" not in str(e.value)  # one line, no machine path
-    ledger = budgets.Ledger(data / "ledger.json")
+    ledger = Ledger(data / "ledger.json")
     assert ledger["tiny-400"].sha256 and ledger["tiny-400"].words == sum(len(r["text"].split()) for r in rows)
     h = data / "tiny-heldout.jsonl"  # files outside the ledger's corpora are recorded too
     h.write_text(h.read_text()[:-5])
     with pytest.raises(budgets.BudgetError, match="tiny-heldout.jsonl does not match the budget ledger"):
-        budgets.read_corpus(h)
+        read_corpus(h)
 
 
 def test_row07_a_damaged_output_reruns_its_step(tmp_path):
@@ -302,9 +283,9 @@ def test_row07_a_damaged_output_reruns_its_step(tmp_path):
 
 def test_row08_track_budget_has_one_owner(tmp_path):
     data = _corpora(tmp_path)
-    ledger = budgets.Ledger(data / "ledger.json")
+    ledger = Ledger(data / "ledger.json")
     ledger.set_track_budget(400)  # notebook 01
-    again = budgets.Ledger(data / "ledger.json")  # notebook 04 reads the ledger
+    again = Ledger(data / "ledger.json")  # notebook 04 reads the ledger
     assert again.check_mix(["tiny-400"], 400)["tiny"] <= 400
     with pytest.raises(budgets.BudgetError, match=r"track_budget 800 differs from the ledger's 400, which notebook 01 set"):
         again.check_mix(["tiny-400"], 800)

@@ -19,12 +19,17 @@ import time
 from pathlib import Path
 
 from helpers.core.artifacts import write_text
-from helpers.core.config import (PROFILES, ParamsError, check_params, check_profile, params_file, read_yaml, repo_root, reports_dir,
-                     shown_path)
+from helpers.core.locking import ProfileBusy, ProfileLock
+from helpers.core.config import (PROFILES, ParamsError, check_params, check_profile, mask_secrets, params_file, read_yaml,
+                     repo_root, reports_dir, secret_values, shown_path)
 
 
 class RunnerError(RuntimeError):
     pass
+
+
+class RunInterrupted(RunnerError):
+    """Ctrl-C during a notebook: one line naming it, what is kept and how to resume (exit status 130)."""
 
 
 def notebooks() -> list[Path]:
@@ -75,57 +80,6 @@ def declared_defaults(declared: dict) -> dict:
     return out
 
 
-class ProfileLock:
-    """``reports/<profile>/.run.lock`` holding the pid of the run that owns the profile; a second run is refused
-    with that pid, a lock left by a dead process is taken over."""
-
-    def __init__(self, profile: str):
-        self.path = reports_dir(profile) / ".run.lock"
-        self.profile = profile
-        self.held = False
-
-    def __enter__(self) -> "ProfileLock":
-        for _ in range(3):
-            try:
-                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
-                try:
-                    info = json.loads(self.path.read_text() or "{}")
-                except (FileNotFoundError, json.JSONDecodeError):
-                    info = {}
-                pid = info.get("pid")
-                if isinstance(pid, int) and _alive(pid):
-                    raise RunnerError(
-                        f"profile {self.profile!r} is being run by pid {pid} (started {info.get('started', '?')}, "
-                        f"lock {_short(self.path)}); wait for it to finish or stop that process"
-                    ) from None
-                print(f"run_all: taking over the stale lock {_short(self.path)} of pid {pid} (no longer running)", flush=True)
-                self.path.unlink(missing_ok=True)
-                continue
-            with os.fdopen(fd, "w") as f:
-                json.dump({"pid": os.getpid(), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, f)
-            self.held = True
-            return self
-        raise RunnerError(f"cannot take the lock {self.path}")
-
-    def __exit__(self, *exc) -> None:
-        if self.held:
-            self.path.unlink(missing_ok=True)
-            self.held = False
-
-
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _running_cell(out: Path) -> str:
     """'cell N (first line)' of the cell an executed copy was running when the kernel died."""
     try:
@@ -163,7 +117,7 @@ def plan(profile: str, nbs: list[Path]) -> list[tuple[Path, dict]]:
             continue
         declared = declared_parameters(nb)
         try:
-            check_params(params, declared_defaults(declared), source=str(pf.relative_to(repo_root())))
+            check_params(params, declared_defaults(declared), source=str(pf.relative_to(repo_root())), notebook=nb_id(nb))
         except ParamsError as e:
             errors += str(e).splitlines()
         unknown = sorted(set(params) - set(declared))
@@ -184,8 +138,14 @@ def plan(profile: str, nbs: list[Path]) -> list[tuple[Path, dict]]:
 
 def run(profile: str = "cpu", only: str | None = None, start: str | None = None, log_output: bool = False) -> list[dict]:
     todo = plan(profile, select(notebooks(), only, start))
-    with ProfileLock(profile):
+    try:
+        lock = ProfileLock(profile).__enter__()
+    except ProfileBusy as e:
+        raise RunnerError(str(e)) from None
+    try:
         return _run(profile, todo, log_output)
+    finally:
+        lock.__exit__(None, None, None)
 
 
 KERNEL_NAME = "storybench"  # registered by ./run_all.sh's set-up (ipykernel install --sys-prefix)
@@ -285,7 +245,21 @@ def _relative_outputs(nb: dict, root: str | None = None) -> bool:
     return changed
 
 
-def tidy_report(path: Path, kernel: str | None = None) -> None:
+def _mask_all(obj, secrets) -> tuple[object, bool]:
+    """``obj`` (a notebook's JSON) with every secret in any string replaced by ``***``; True when one was found."""
+    if isinstance(obj, str):
+        new = mask_secrets(obj, secrets)
+        return new, new != obj
+    if isinstance(obj, list):
+        pairs = [_mask_all(v, secrets) for v in obj]
+        return [v for v, _ in pairs], any(c for _, c in pairs)
+    if isinstance(obj, dict):
+        pairs = {k: _mask_all(v, secrets) for k, v in obj.items()}
+        return {k: v for k, (v, _) in pairs.items()}, any(c for _, c in pairs.values())
+    return obj, False
+
+
+def tidy_report(path: Path, kernel: str | None = None, secrets: list[str] | tuple[str, ...] = ()) -> None:
     """Make an executed notebook fit to commit, in one atomic rewrite: stream redraws collapsed, no absolute path
     in papermill's metadata, repository files named relative to the repository in outputs, and the kernel it ran on
     (``kernel``, when the runner chose one) in its kernelspec (papermill keeps the source notebook's). Called after
@@ -301,6 +275,9 @@ def tidy_report(path: Path, kernel: str | None = None) -> None:
         changed = True
     changed = _relative_metadata(nb) or changed
     changed = _relative_outputs(nb) or changed
+    if secrets:  # the judge's key (the value of the variable its config names), wherever an output printed it
+        nb, masked = _mask_all(nb, list(secrets))
+        changed = changed or masked
     if changed:
         try:
             write_text(path, json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
@@ -356,6 +333,7 @@ def _run(profile: str, todo: list[tuple[Path, dict]], log_output: bool) -> list[
         print(note, flush=True)
     for nb, params in todo:
         out = out_dir / nb.name
+        secrets = secret_values(params)
         t0 = time.time()
         print(f"\n=== {nb.name} ({profile}) -> {_short(out)}", flush=True)
         try:
@@ -365,17 +343,24 @@ def _run(profile: str, todo: list[tuple[Path, dict]], log_output: bool) -> list[
                 **kernel_transport(),
             )
         except PapermillExecutionError as e:
-            raise RunnerError(
+            raise RunnerError(mask_secrets(
                 f"notebook {nb.name} failed in cell {e.cell_index} (execution count {e.exec_count}): {e.ename}: {e.evalue}; "
-                f"the partial executed copy is kept at {_short(out)}"
+                f"the partial executed copy is kept at {_short(out)}", secrets)
+            ) from None
+        except KeyboardInterrupt:
+            raise RunInterrupted(
+                f"interrupted in notebook {nb.name} ({_running_cell(out)}); the notebooks finished before it and every "
+                f"step it completed in runs/{profile}/ "
+                f"are kept, its partial executed copy is at {_short(out)}; resume with "
+                f"./run_all.sh --profile {profile} --from {nb_id(nb)}"
             ) from None
         except DeadKernelError:
             raise RunnerError(
                 f"notebook {nb.name}: the kernel died in {_running_cell(out)} (killed, or out of memory); "
                 f"the partial executed copy is kept at {_short(out)}"
             ) from None
-        finally:  # finished, failed or interrupted: the executed copy holds no absolute path
-            tidy_report(out, kernel)
+        finally:  # finished, failed or interrupted: the executed copy holds no absolute path and no secret
+            tidy_report(out, kernel, secrets)
         dt = time.time() - t0
         timings.append({"notebook": nb.name, "seconds": round(dt, 1)})
         record_timing(profile, timings[-1])  # at once: a later failure or interruption does not lose it
@@ -416,7 +401,8 @@ def _short(p: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="run_all.sh", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    prog = "storybench" if Path(sys.argv[0]).name == "storybench" else "run_all.sh"  # the console command, or the script
+    ap = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--profile", default="cpu", help=f"one of {', '.join(PROFILES)} (default cpu)")
     ap.add_argument("--only", help="comma-separated notebook numbers, e.g. 01,03")
     ap.add_argument("--from", dest="start", help="run from this notebook number on")
@@ -429,6 +415,12 @@ def main(argv: list[str] | None = None) -> int:
                 print(p.name)
             return 0
         timings = run(a.profile, a.only, a.start, a.log_output)
+    except RunInterrupted as e:
+        print(f"\nrun_all: {e}", file=sys.stderr, flush=True)
+        return 130
+    except KeyboardInterrupt:
+        print("\nrun_all: interrupted before any notebook ran; nothing was changed", file=sys.stderr, flush=True)
+        return 130
     except (RunnerError, ValueError, FileNotFoundError, OSError) as e:
         print(f"run_all: error: {e}", file=sys.stderr)
         return 1
@@ -438,4 +430,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    rc = main()
+    if rc == 130:  # interrupted: the one line is printed; leave before asyncio's and papermill's teardown prints more
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(rc)
+    sys.exit(rc)

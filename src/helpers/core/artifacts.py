@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-from helpers.core.config import shown_path
+from helpers.core.config import rebuild_hint, shown_path
 
 STAMP = "_step.json"
 
@@ -103,8 +103,24 @@ def parse_jsonl(lines: Iterable[str], where: Any, error: type[Exception] = Value
 
 
 def read_jsonl(path: str | os.PathLike) -> list[dict]:
+    """Rows of a JSONL file; a malformed line (a file cut mid-line) raises ValueError naming the file as the reader
+    sees it (``runs/smoke/data/x.jsonl:12``) and the notebook that rebuilds it."""
     with open(path, encoding="utf-8") as f:
-        return parse_jsonl(f, path)
+        try:
+            return parse_jsonl(f, shown_path(path))
+        except ValueError as e:
+            raise ValueError(f"{e}{rebuild_hint(path)}") from None
+
+
+def iter_rows(path: str | os.PathLike) -> Iterator[dict]:
+    """Rows of a JSONL file one at a time (a malformed line raises ValueError naming the file and line)."""
+    with open(path, encoding="utf-8") as f:
+        for i, line in enumerate(f, 1):
+            if line.strip():
+                try:
+                    yield json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise ValueError(f"{path}:{i}: malformed JSON line ({e.msg})") from None
 
 
 def _json_default(o: Any) -> Any:

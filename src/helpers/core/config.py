@@ -6,12 +6,16 @@ A *profile* (``smoke``, ``cpu``, ``paper``) selects one folder of parameter file
 """
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import os
 import re
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from helpers.core.integrity import damaged_file
 
 PROFILES = ("smoke", "cpu", "paper", "paper-100m")  # paper-100m: the 100M-word strict track (Tables 3-7)
 
@@ -106,6 +110,26 @@ _Yaml12Loader.add_implicit_resolver(
 )
 
 
+def _no_duplicate_keys(loader: _Yaml12Loader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    """A mapping whose keys are unique: YAML lets a repeated key silently win over the first, a params file may not."""
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            first = seen.get(key)
+            seen.setdefault(key, key_node.start_mark.line)
+        except TypeError:  # an unhashable key: the base constructor reports it
+            continue
+        if first is not None:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r} (first given at line {first + 1}); keep one of the two",
+                key_node.start_mark)
+    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+
+_Yaml12Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicate_keys)
+
+
 def read_yaml(path: str | os.PathLike) -> Any:
     """Parse a YAML file with YAML 1.2 number rules; a syntax error is one line naming the file, line and column."""
     path = Path(path)
@@ -160,7 +184,7 @@ RANGES: dict[str, tuple] = {
     **{k: _PROB for k in ("top_p", "gpteval_top_p", "instruct_top_p", "confidence", "prompt_frac", "qualitative_frac")},
     **{k: _FRAC for k in ("warmup", "fixed_dropout", "fixed_weight_decay", "instruct_field_p", "betas")},
     **{k: _POS for k in ("judge_validity_stories", "judge_prompts")},
-    **{k: _NONNEG for k in ("judge_samples",)},
+    **{k: _NONNEG for k in ("judge_samples", "judge_decoder_pairs")},
     # a choice among strings (the third element marks it)
     "judge": (lambda v: v in ("local", "openai-compatible", "none"), "one of local, openai-compatible, none", str),
     # a number or a word (the third element ``object`` marks it: no type check against the notebook's default)
@@ -186,12 +210,84 @@ def _type_ok(value: Any, default: Any) -> bool:
     return isinstance(value, type(default))
 
 
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# prefixes of common API keys and tokens (OpenAI, Anthropic, GitHub, Hugging Face, Slack, AWS, Google, GitLab, ...)
+_KEY_PREFIX = re.compile(r"^(sk|pk|rk)[-_]|^sk-ant-|^gh[pousr]_|^github_pat_|^hf_|^xox[abprs]-|^AKIA|^ASIA|^AIza|^glpat-|"
+                         r"^ya29\.|^eyJ")
+
+
+def looks_like_secret(value: Any) -> bool:
+    """Whether ``value`` looks like an API key or token rather than the *name* of an environment variable: a known
+    key prefix, characters no variable name has (``-``, ``.``, ``/``, ``=``...), or a long run mixing lower- and
+    upper-case letters and digits (variable names are written in one case, such as ``OPENAI_API_KEY``)."""
+    if not isinstance(value, str):
+        return False
+    s = value.strip()
+    if len(s) < 12:
+        return False
+    if _KEY_PREFIX.search(s) or not _ENV_NAME.fullmatch(s):
+        return True
+    digits, lower, upper = (any(f(c) for c in s) for f in (str.isdigit, str.islower, str.isupper))
+    return (digits and lower and upper) or (len(s) >= 32 and digits and "_" not in s)
+
+
+# params whose value is the NAME of an environment variable that holds a secret (the key itself must never be there)
+SECRET_NAME_KEYS = ("judge_api_key_env", "api_key_env")
+
+
+def secret_name_problem(key: str, value: Any, where: str = "") -> str | None:
+    """The problem of a params value that must name an environment variable (:data:`SECRET_NAME_KEYS`) but holds
+    what looks like the secret itself; the value is never repeated, only its length."""
+    if key not in SECRET_NAME_KEYS or not isinstance(value, str):
+        return None
+    if looks_like_secret(value) or not _ENV_NAME.fullmatch(value):
+        return (f"{where}{key} holds what looks like an API key ({len(value)} characters, not shown), not the NAME of "
+                f"an environment variable; put the variable's name there (e.g. OPENAI_API_KEY), export the key in "
+                f"that variable, and remove the key from the file (and from git history if it was committed)")
+    return None
+
+
+def secret_values(params: Any) -> list[str]:
+    """The secrets a run with ``params`` may handle, to be masked wherever output is written (the executed
+    notebooks, error lines): the value of every environment variable named by a :data:`SECRET_NAME_KEYS` entry (at
+    any depth; ``OPENAI_API_KEY`` and ``$STORYBENCH_JUDGE_API_KEY_ENV``'s variable by default), and any such
+    entry's value that is itself a key. Values shorter than 8 characters are left out (masking them would garble
+    ordinary text)."""
+    names = {"OPENAI_API_KEY", os.environ.get("STORYBENCH_JUDGE_API_KEY_ENV") or "OPENAI_API_KEY"}
+    found: set[str] = set()
+
+    def walk(obj: Any) -> None:
+        if isinstance(obj, dict):
+            for k, v in obj.items():
+                if k in SECRET_NAME_KEYS and isinstance(v, str):
+                    (found if looks_like_secret(v) or not _ENV_NAME.fullmatch(v) else names).add(v)
+                else:
+                    walk(v)
+        elif isinstance(obj, (list, tuple)):
+            for v in obj:
+                walk(v)
+
+    walk(params)
+    found |= {os.environ[n] for n in names if os.environ.get(n)}
+    return sorted((v for v in found if len(v.strip()) >= 8), key=len, reverse=True)
+
+
+def mask_secrets(text: str, secrets: list[str] | tuple[str, ...]) -> str:
+    """``text`` with every one of ``secrets`` replaced by ``***``."""
+    for v in secrets:
+        if v and v in text:
+            text = text.replace(v, "***")
+    return text
+
+
 def check_value(key: str, value: Any, default: Any = None, where: str = "") -> list[str]:
     """Problems of one params value: its type against the notebook's ``default`` (skipped where that is None),
     nested mappings key by key, list elements against the default's first element, and :data:`RANGES`."""
     errors: list[str] = []
     if value is None:
         return errors
+    if problem := secret_name_problem(key, value, where):
+        return [problem]
     mixed = key in RANGES and RANGES[key][2:] == (object,)
     if default is not None and not mixed and not _type_ok(value, default):
         return [f"{where}{key} = {value!r} is {_kind(value)}; expected {_kind(default)} (like the default {default!r})"]
@@ -228,12 +324,61 @@ def _range(label: str, key: str, value: Any, where: str) -> list[str]:
     return []
 
 
-def check_params(params: dict, defaults: dict | None = None, source: str = "") -> None:
+# the mappings of a params file and what consumes them, so that a typo in a nested key (``train: {lrr: ...}``) is
+# refused before anything runs: (notebook, key) -> (dataclass "module:Class" or None, extra keys, keys left out)
+NESTED_SCHEMAS: dict[tuple[str, str], tuple[str | None, tuple[str, ...], tuple[str, ...]]] = {
+    ("02", "train"): ("helpers.training.loop:TrainConfig", (), ("weight_decay",)),  # weight decay: `regularisation`
+    ("02", "model"): ("helpers.models.decoder:DecoderSpec", (), ("vocab_size", "dropout")),
+    ("02", "repetition_finetune"): ("helpers.diversity.unlikelihood:UnlikelihoodConfig", (), ()),
+    ("04", "train"): ("helpers.training.loop:TrainConfig", ("long_block", "long_from", "long_batch_fraction"), ()),
+    ("05", "glue"): ("helpers.evaluation.finetune_setup:FinetuneConfig", ("preset",), ()),
+    ("04", "mixes"): (None, ("name", "corpora", "balanced", "seed", "seeds", "allow_over_budget"), ()),
+    ("05", "questions"): (None, ("question", "a", "b", "task", "kind"), ()),
+    ("02b", "sweep"): (None, ("hidden", "layers", "heads"), ()),
+    ("02b", "contrastive_shape"): (None, ("hidden", "layers", "heads"), ()),
+    ("02b", "compressor_shape"): (None, ("hidden", "layers", "heads"), ()),
+}
+
+
+def allowed_nested_keys(notebook: str, key: str) -> list[str] | None:
+    """The keys the mapping ``key`` of ``notebook``'s params may hold (:data:`NESTED_SCHEMAS`), None if unchecked."""
+    schema = NESTED_SCHEMAS.get((notebook.split("_")[0], key))
+    if schema is None:
+        return None
+    target, extra, left_out = schema
+    names: set[str] = set(extra)
+    if target:
+        module, cls = target.split(":")
+        names |= {f.name for f in dataclasses.fields(getattr(importlib.import_module(module), cls))}
+    return sorted(names - set(left_out))
+
+
+def check_nested_keys(params: dict, notebook: str, source: str = "") -> list[str]:
+    """One problem per unknown key inside a checked mapping of ``params`` (or inside each mapping of a list),
+    naming the file, the key and the keys allowed there."""
+    errors = []
+    for key, value in params.items():
+        allowed = allowed_nested_keys(notebook, str(key)) if isinstance(value, (dict, list)) else None
+        if allowed is None:
+            continue
+        for label, m in ([(str(key), value)] if isinstance(value, dict) else
+                         [(f"{key}[{i}]", m) for i, m in enumerate(value) if isinstance(m, dict)]):
+            for k in m:
+                if k not in allowed:
+                    errors.append(f"{source + ': ' if source else ''}{label}.{k} is not a parameter of {key} "
+                                  f"(allowed: {', '.join(allowed)})")
+    return errors
+
+
+def check_params(params: dict, defaults: dict | None = None, source: str = "", notebook: str | None = None) -> None:
     """Raise :class:`ParamsError` listing every value of ``params`` of the wrong type or out of range, one per line
-    (``defaults``: the notebook's declared parameter defaults)."""
+    (``defaults``: the notebook's declared parameter defaults), and, given ``notebook``, every unknown key inside
+    its checked mappings (:data:`NESTED_SCHEMAS`)."""
     errors = []
     for k, v in params.items():
         errors += check_value(str(k), v, (defaults or {}).get(k))
+    if notebook is not None:
+        errors += check_nested_keys(params, notebook)
     if errors:
         raise ParamsError("\n".join(f"{source}: {e}" if source else e for e in errors))
 
@@ -243,7 +388,7 @@ def load_params(profile: str, notebook: str) -> dict[str, Any]:
     params = read_yaml(pf) or {}
     if not isinstance(params, dict):
         raise ParamsError(f"{_rel(pf)} must hold a mapping of parameter names to values")
-    check_params(params, source=str(_rel(pf)))
+    check_params(params, source=str(_rel(pf)), notebook=pf.name)
     return params
 
 
@@ -272,17 +417,48 @@ def require_output(path: str | os.PathLike, what: str = "model") -> Path:
     e.g. ``run notebook 02 for profile smoke first`` (read from ``runs/<profile>/<folder>/…``)."""
     path = Path(path)
     if path.exists():
+        if problem := model_folder_problem(path):
+            raise ArtifactDamaged(f"{what} at {shown_path(path)} cannot be loaded: {problem}{rebuild_hint(path)}")
         return path
-    parts = path.parts
     hint = ""
+    if producer := _producer(path):
+        nb, profile = producer
+        prof = f" for profile {profile}" if profile else ""
+        flag = f" (./run_all.sh --profile {profile} --only {nb})" if profile else ""
+        hint = f"; it is made by notebook {nb}: run notebook {nb}{prof} first{flag}"
+    raise FileNotFoundError(f"no {what} at {shown_path(path)}{hint}")
+
+
+def model_folder_problem(folder: str | os.PathLike) -> str | None:
+    """``<file> is damaged: <why>`` for a saved model folder that cannot be loaded (a truncated safetensors file, an
+    unreadable config.json; :func:`helpers.core.integrity.damaged_file`), None when whole."""
+    found = damaged_file(folder)
+    return f"{shown_path(found[0])} is damaged: {found[1]}" if found else None
+
+
+def rebuild_hint(path: str | os.PathLike) -> str:
+    """``; rebuild it: rerun notebook NN (./run_all.sh --profile P --only NN), which redoes what is damaged`` for an
+    artefact under ``runs/<profile>/<folder>/`` (:data:`PRODUCERS`), else ``""``."""
+    producer = _producer(Path(path))
+    if producer is None:
+        return ""
+    nb, profile = producer
+    return (f"; rebuild it: rerun notebook {nb}" + (f" (./run_all.sh --profile {profile} --only {nb}), which redoes "
+                                                    f"what is damaged" if profile else ""))
+
+
+class ArtifactDamaged(OSError):
+    """An artefact that exists but cannot be used (truncated, edited): one line naming it and how to rebuild it."""
+
+
+def _producer(path: Path) -> tuple[str, str | None] | None:
+    """(notebook, profile or None) that makes ``path`` (``runs/<profile>/<folder>/…``), None when unknown."""
+    parts = Path(path).parts
     hits = [i for i in range(len(parts) - 1, 0, -1) if parts[i] in PRODUCERS]
     hits = [i for i in hits if parts[i - 1] in PROFILES] or hits
     for i in hits[:1]:
-        part, profile = parts[i], parts[i - 1]
-        prof = f" for profile {profile}" if profile in PROFILES else ""
-        flag = f" (./run_all.sh --profile {profile} --only {PRODUCERS[part]})" if profile in PROFILES else ""
-        hint = f"; it is made by notebook {PRODUCERS[part]}: run notebook {PRODUCERS[part]}{prof} first{flag}"
-    raise FileNotFoundError(f"no {what} at {shown_path(path)}{hint}")
+        return PRODUCERS[parts[i]], parts[i - 1] if parts[i - 1] in PROFILES else None
+    return None
 
 
 def is_local_path(path: str | os.PathLike) -> bool:

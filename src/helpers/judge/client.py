@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from helpers.core.config import secret_name_problem
 from helpers.judge.rubric import (
     GradeParseError,
     JudgeConfigError,
@@ -77,10 +78,12 @@ class JudgeConfig:
             raise ValueError(f"judge base_url must be an http(s) URL such as http://localhost:8000/v1, got {self.base_url!r}")
         if not isinstance(self.model, str) or not self.model.strip():
             raise ValueError("judge model must be a non-empty string (the model name the endpoint serves)")
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", self.api_key_env or ""):
-            raise ValueError(
-                f"api_key_env must be the NAME of an environment variable (e.g. OPENAI_API_KEY), got {self.api_key_env!r}; "
-                "never put the key itself in parameters"
+        if not isinstance(self.api_key_env, str) or secret_name_problem("api_key_env", self.api_key_env) \
+                or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", self.api_key_env):
+            n = len(self.api_key_env) if isinstance(self.api_key_env, str) else 0
+            raise ValueError(  # the value is never repeated: it may be the key itself
+                f"api_key_env must be the NAME of an environment variable (e.g. OPENAI_API_KEY), got a value of {n} "
+                "characters (not shown); never put the key itself in parameters"
             )
         if int(self.max_concurrency) < 1:
             raise ValueError(f"max_concurrency must be >= 1, got {self.max_concurrency}")

