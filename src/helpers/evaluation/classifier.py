@@ -177,10 +177,11 @@ class FitResult:
 
 def fit(model, tokenizer, train: Sequence[Example], dev: Sequence[Example], cfg: FinetuneConfig, metric: str,
         num_labels: int, kind: str = "encoder", progress: bool = True, log: Callable[[str], None] = print,
-        desc: str = "") -> FitResult:
+        desc: str = "", verbose: bool = False) -> FitResult:
     """Fine-tune ``model`` on ``train``; after every epoch score ``dev`` with ``metric`` and keep the best epoch's
     weights (restored into ``model`` at the end). Sees only ``train`` and ``dev``: the reported split is never an
-    argument here."""
+    argument here. ``verbose``: ``log`` a line per epoch (train loss, dev metric) and the early stop; otherwise
+    nothing (the caller logs one line per run; every epoch is in the result's ``history``)."""
     if not train or not dev:
         raise ValueError(f"{desc}: empty train ({len(train)}) or dev ({len(dev)}) split")
     device = compute_device(cfg.device)
@@ -231,11 +232,13 @@ def fit(model, tokenizer, train: Sequence[Example], dev: Sequence[Example], cfg:
             best_state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
         else:
             bad += 1
-        log(f"  {desc} epoch {epoch}: train loss {total_loss / max(n_seen, 1):.4f}, dev {metric} {score:.4f}"
-            + (" *" if improved else ""))
+        if verbose:
+            log(f"  {desc} epoch {epoch}: train loss {total_loss / max(n_seen, 1):.4f}, dev {metric} {score:.4f}"
+                + (" *" if improved else ""))
         if cfg.patience is not None and bad >= cfg.patience and epoch < cfg.epochs:
             stopped = True
-            log(f"  {desc}: early stop, no dev improvement for {bad} epoch(s)")
+            if verbose:
+                log(f"  {desc}: early stop, no dev improvement for {bad} epoch(s)")
             break
     model.load_state_dict(best_state)
     return FitResult(best_epoch, best_dev, len(history), stopped, history, step)

