@@ -8,6 +8,7 @@ matplotlib.use("Agg")
 import pandas as pd
 import pytest
 
+from helpers.analysis import attention_stats as A
 from helpers.report import architecture_findings, findings, interpret_findings, reporting
 from helpers.diversity import self_bleu
 from helpers.diversity.continuation_health import continuation_health
@@ -140,7 +141,7 @@ def test_sweep_caveat_names_the_tuned_width_lr_and_steps():
 
 def test_interpretability_sentences():
     heads = pd.DataFrame({"model": ["m"] * 4, "layer": [0, 0, 1, 1], "label": ["positional", "semantic", "positional", "semantic"]})
-    assert interpret_findings.attention_heads(heads) == ["m: 2 of 4 heads positional (layer 0, layer 1); 2 semantic or mixed"]
+    assert interpret_findings.attention_heads(heads) == ["m: 2 of 4 heads positional (layer 0, layer 1); 2 semantic"]
     total = pd.DataFrame([{"model": "m", "top tokens": "all", "specialists": 30, "neurons": 100, "expected neurons by chance": 2.0},
                           {"model": "m", "top tokens": "distinct", "specialists": 5, "neurons": 100, "expected neurons by chance": 4.0}])
     s = interpret_findings.specialists(total)
@@ -391,7 +392,7 @@ def test_evaluation_summary_sentences():
     assert "base 47.0 [45.0, 49.0] above majority; gen 43.0 [41.0, 44.5] not apart from majority" in s[4]
     # BLiMP -2.0 has apart intervals but lies inside the 3-point seed gap; GLUE -4.0 is apart (no seed gap for GLUE)
     assert s[5].startswith("generated stories (gen minus base): BLiMP -2.0, Supp. -0.5, GLUE -4.0 points; "
-                           "beyond the intervals and the seed gap: GLUE")
+                           "beyond the item intervals and one pair of seeds' gap (a rough screen, not a test): GLUE")
     assert s[5].endswith("two seeds of one mix lie BLiMP 3.0, Supp. 1.0 points apart")
     assert s[6] == ("against the authors' rows (trained on 10x our words, with a larger model): ours are lower in 2 of 2 "
                     "printed comparisons, by a median of 6.2 points")
@@ -399,12 +400,20 @@ def test_evaluation_summary_sentences():
     twin = eval_findings.evaluation(iv, {**glue, "base (seed 7)": (42.0, 40.0, 44.0)}, 44.0, [("base", "gen")],
                                     {"base (seed 7)": "base"})
     gen = next(x for x in twin if x.startswith("generated stories"))
-    assert "none beyond both the intervals and the seed gap" in gen
+    assert "none beyond both the item intervals and one pair of seeds' gap" in gen and "no effect" not in gen
     assert gen.endswith("two seeds of one mix lie BLiMP 3.0, Supp. 1.0, GLUE 5.0 points apart")
     iv2 = iv.copy()
     iv2.loc[(iv2.model == "gen") & (iv2.task == "BLiMP"), ["accuracy", "ci_low", "ci_high"]] = [57.5, 56.5, 58.5]
     s = eval_findings.evaluation(iv2, None, None, [("base", "gen")], {"base (seed 7)": "base"})
-    assert "none beyond both the intervals and the seed gap" in s[-1]
+    assert "none beyond both the item intervals and one pair of seeds' gap" in s[-1]
+    # with a questions table, the D_gen question is answered over seeds and the one-pair screen is not printed
+    q = pd.DataFrame([{"question": "D_gen", "A": "gen", "B": "base", "task": "BLiMP", "items": 100, "effect": -0.5,
+                       "seed CI low": float("nan"), "seed CI high": float("nan"), "seeds A": 1, "seeds B": 2,
+                       "item CI low": -1.0, "item CI high": 0.2, "unit": "points",
+                       "verdict": "untestable here: 1 vs 2 seeds per arm"}])
+    s = eval_findings.evaluation(iv2, None, None, [("base", "gen")], {"base (seed 7)": "base"}, questions=q)
+    assert not any(x.startswith("generated stories") for x in s)
+    assert s[-1].startswith("D_gen (gen minus base, BLiMP, 100 shared items): -0.5 points, no seed-level interval (1 and 2")
 
 
 def test_generated_pairs_are_mixes_that_add_generated_stories_to_another_mix():
@@ -505,9 +514,12 @@ def test_head_and_paper_observation_lines():
                           "label": ["positional", "semantic", "semantic"], "r (lower triangle)": [-0.6, -0.1, 0.2],
                           "r (full matrix)": [-0.3, -0.3, -0.2], "weight at top offset": [0.2, 0.7, 0.1],
                           "top offset": [3, 1, 0], "start-token weight": [0.1, 0.2, 0.3]})
-    s = interpret_findings.head_lines(heads, 0.5, {"uniform": -0.25}, 100)
-    assert s[0] == "references (median story, 100 tokens, global layer): uniform r = -0.25"
-    assert s[1].startswith("m: 1 of 3 heads positional (|r| > 0.5); r ranges -0.60 … +0.20")
+    heads["offset η²"] = [0.8, 0.2, 0.1]
+    heads["label (|r| > 0.5 rule)"] = ["positional", "semantic", "semantic"]
+    s = interpret_findings.head_lines(heads, 0.5, A.reference_heads(100), 100)
+    assert s[0].startswith("known-answer check on synthetic heads (100 tokens): offset η² classifies 4 of 4 right; "
+                           "the |r| > 0.5 rule gets 3 of 4")
+    assert s[1].startswith("m: 1 of 3 heads positional (offset η² > 0.5; η² 0.10 … 0.80), 1 by |r| > 0.5; r ranges -0.60 … +0.20")
     assert "1 heads put ≥ 50 % of their attention on one fixed offset (L0H1: 1 back)" in s[1]
     assert s[1].endswith("mean start-token weight 0.20")
     check = pd.DataFrame([{"model": "m", "grouping": "span", "short-range: determiner+punctuation": 0.32,

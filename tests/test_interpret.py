@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 import torch
 
-from helpers.analysis import interpret as I, interpret_tables as tables, lexicon
+from helpers.analysis import attention_stats as A, interpret as I, interpret_tables as tables, lexicon
 from helpers.report import interpret_views as views
 from helpers.models.decoder import DecoderSpec, build_decoder
 
@@ -67,32 +67,69 @@ def test_distance_correlation_uses_only_the_lower_triangle():
     T = 12
     i, j = np.indices((T, T))
     att = np.where(j <= i, 1.0 - 0.05 * (i - j) + 0.01 * (i % 3), 0.0)  # weight falls with distance below the diagonal
-    lower = I.distance_correlation(att)
+    lower = A.distance_correlation(att)
     m = j <= i
     assert lower == pytest.approx(np.corrcoef(att[m], (i - j)[m])[0, 1])
     assert lower < -0.9
-    full = I.distance_correlation(att, lower=False)
+    full = A.distance_correlation(att, lower=False)
     assert full == pytest.approx(np.corrcoef(att.ravel(), np.abs(i - j).ravel())[0, 1])
     assert abs(full) < 0.5  # the zeros above the diagonal hide the pattern in the full-matrix value
-    assert I.positional_label(lower) == "positional" and I.positional_label(full) == "semantic"
+    assert A.positional_label(lower) == "positional" and A.positional_label(full) == "semantic"
     # window: only the entries a local layer can attend to
-    w = I.distance_correlation(att, window=4)
+    w = A.distance_correlation(att, window=4)
     mw = (j <= i) & (i - j < 4)
     assert w == pytest.approx(np.corrcoef(att[mw], (i - j)[mw])[0, 1]) and w != pytest.approx(lower)
     # leading dimensions are vectorised; first=1 leaves out the start token's row and column
     stack = np.stack([att, att[::-1, ::-1].T])
-    np.testing.assert_allclose(I.distance_correlation(stack, first=1)[0], I.distance_correlation(att[1:, 1:]))
+    np.testing.assert_allclose(A.distance_correlation(stack, first=1)[0], A.distance_correlation(att[1:, 1:]))
 
 
 def test_positional_label_threshold():
-    assert I.positional_label(0.51) == "positional"
-    assert I.positional_label(-0.7) == "positional"
-    assert I.positional_label(0.5) == "semantic"
-    assert I.positional_label(-0.2) == "semantic"
-    assert I.positional_label(float("nan")) == "undefined"
-    assert list(I.positional_label(np.array([0.9, 0.1]))) == ["positional", "semantic"]
-    ref = I.reference_correlations(100)
+    assert A.positional_label(0.51) == "positional"
+    assert A.positional_label(-0.7) == "positional"
+    assert A.positional_label(0.5) == "semantic"
+    assert A.positional_label(-0.2) == "semantic"
+    assert A.positional_label(float("nan")) == "undefined"
+    assert list(A.positional_label(np.array([0.9, 0.1]))) == ["positional", "semantic"]
+    ref = A.reference_correlations(100)
     assert ref["uniform"] < 0 and abs(ref["previous token"]) < 0.5  # what the criterion cannot see
+
+
+@pytest.mark.parametrize("T, window", [(30, None), (128, None), (255, 128)])
+def test_head_statistic_classifies_the_four_synthetic_heads(T, window):
+    """Known answers: previous-token and recency (τ = 5) heads are positional, uniform attention is diffuse, a head
+    that attends to one token class wherever it sits is semantic. The |r| > 0.5 rule of Rathod et al. misses the
+    previous-token head at every length (why it is not the project's statistic)."""
+    ref = A.reference_heads(T, window)
+    assert list(ref["kind (η² rule)"]) == list(ref["expected"]) == ["positional", "positional", "diffuse", "semantic"]
+    assert ref.set_index("ideal head").at["previous token", "label (|r| > 0.5 rule)"] == "semantic"
+    heads = A.synthetic_heads(T)
+    assert all(np.allclose(a.sum(axis=1), 1.0) for a in heads.values())
+
+
+def test_offset_eta_squared_known_values_and_row_effects_removed():
+    T = 20
+    i, j = np.indices((T, T))
+    fixed = np.where(i - j == 2, 1.0, 0.0)  # rows 0-1 have no key at offset 2: all-zero rows explain nothing
+    assert float(A.offset_eta_squared(fixed, first=0)) > 0.95  # < 1 only because rows differ in length
+    rows_only = np.where(j <= i, (i + 1.0)[:, :1] * 0 + (i % 3 + 1.0), 0.0)  # varies by query row only
+    assert np.isnan(A.offset_eta_squared(rows_only, first=0))
+    # vectorised over leading dimensions, as story_attention_stats calls it
+    stack = np.stack([fixed, np.where(j <= i, 1.0, 0.0)])
+    e = A.offset_eta_squared(stack, first=0)
+    assert e.shape == (2,) and e[0] == pytest.approx(float(A.offset_eta_squared(fixed, first=0))) and np.isnan(e[1])
+    assert A.head_kind(0.9, 0.3) == "positional" and A.head_kind(0.1, 0.3) == "semantic"
+    assert A.head_kind(0.9, 0.95) == "diffuse" and A.head_kind(float("nan"), 0.5) == "diffuse"
+
+
+def test_head_findings_withhold_counts_when_the_check_fails():
+    from helpers.report import interpret_findings
+    heads = pd.DataFrame({"model": ["m"] * 2, "layer": [0, 1], "label": ["positional", "semantic"]})
+    good = A.reference_heads(40)
+    assert interpret_findings.attention_heads(heads, good)[0].startswith("m: 1 of 2 heads positional (layer 0)")
+    bad = good.copy()
+    bad.loc[0, "kind (η² rule)"] = "semantic"
+    assert "misclassifies" in interpret_findings.attention_heads(heads, bad)[0]
 
 
 def test_story_attention_stats_targets_and_offsets():
@@ -207,7 +244,8 @@ def test_analysis_is_cached_and_reused(tmp_path, model, tok, stories):
     assert any(m.startswith("[run ]") for m in logs)  # a parameter changed: recomputed
     # the tables run on the result
     heads = tables.head_table(a)
-    assert len(heads) == 8 and set(heads["label"]) <= {"positional", "semantic", "undefined"}
+    assert len(heads) == 8 and set(heads["label"]) <= {"positional", "semantic", "diffuse"}
+    assert heads["offset η²"].between(0, 1).all() and set(heads["label (|r| > 0.5 rule)"]) <= {"positional", "semantic", "undefined"}
     targets = tables.target_class_table(a, heads)
     assert np.allclose(targets[lexicon.ATTENTION_CLASSES].sum(axis=1), 1.0)
     shares, idx, vals = tables.neuron_class_shares(a, 1, 5)
@@ -220,6 +258,13 @@ def test_analysis_is_cached_and_reused(tmp_path, model, tok, stories):
     # the chance level as a count of neurons and as a share, beside the observed share
     assert (spec["expected neurons by chance"] == spec["expected share by chance"] * spec.neurons).all()
     assert ((spec["expected share by chance"] >= 0) & (spec["expected share by chance"] <= 1)).all()
+    # the random-direction null: as many directions as neurons, the same activations rotated
+    rd = tables.random_direction_shares(a, 1, 5, seed=0)
+    assert len(rd) == 128 and np.allclose(rd[lexicon.CLASSES].sum(axis=1), 1.0)
+    null = {a.name: tables.random_direction_null(a, 5, 0.5)}
+    spec2 = tables.specialist_table(pd.concat([shares, dshares]), 0.5, rates, 5, null)
+    tot = tables.specialist_totals(spec2)
+    assert tot["random-direction share"].between(0, 1).all() and tot["p vs random directions"].between(0, 1).all()
     ex = tables.neuron_examples(a, 1, 0, idx, vals, 5)
     assert len(ex) == 5 and ex[0]["activation"] >= ex[-1]["activation"]
     assert "<mark" not in views.neuron_html(a, 1, 0, ex) and "class=\"top\"" in views.neuron_html(a, 1, 0, ex)
@@ -230,13 +275,18 @@ HOMES = {
     "analysis.lexicon": """CLASSES ATTENTION_CLASSES SPECIALIST_CLASSES FUNCTION_CLASSES CLOSED_CLASS IRREGULAR_VERBS NAMES LEXICON
         Word split_words Lexicon lexicon_from_frame load_lexicon word_class story_names LexiconTagger SpacyTagger
         installed_spacy_model make_tagger attention_class""",
-    "analysis.interpret": """CACHE_VERSION StoryTokens encode_story display_token attention_maps layer_types allowed_mask
-        distance_correlation positional_label reference_correlations MAX_OFFSET story_attention_stats MLPRecorder
+    "analysis.attention_stats": """allowed_mask distance_correlation positional_label reference_correlations
+        offset_eta_squared attention_evenness head_kind synthetic_heads reference_heads EXPECTED_KINDS POSITIONAL_ETA2
+        DIFFUSE_EVENNESS""",
+    "analysis.interpret": """CACHE_VERSION StoryTokens encode_story display_token attention_maps layer_types
+        MAX_OFFSET story_attention_stats MLPRecorder
         mlp_activations top_activations story_bounds context_bounds ModelAnalysis analysis_fingerprint analyse_model""",
     "analysis.interpret_tables": """head_table target_class_table class_base_rates group_target_classes paper_observation
-        neuron_class_shares chance_specialists token_base_rates specialist_table specialist_totals neuron_examples
+        neuron_class_shares random_direction_shares random_direction_null chance_specialists token_base_rates
+        specialist_table specialist_totals neuron_examples
         showcase_neurons""",
-    "report.interpret_views": """neuron_html html_page token_ticks plot_attention_grid plot_correlation_grid CLASS_COLOURS
+    "report.interpret_views": """neuron_html html_page token_ticks plot_attention_grid plot_correlation_grid plot_head_kind_grid
+        CLASS_COLOURS
         plot_class_shares plot_specialists plot_target_classes""",
 }
 #: same name, unrelated function elsewhere (none since memorisation's names of a corpus became corpus_names)

@@ -353,3 +353,164 @@ def test_instruct_protocol_against_server(server, key, tmp_path):
     assert again["status"].tolist() == ["cached", "cached"] and server.calls == calls + 2
     with pytest.raises(ValueError, match="unknown judge protocol"):
         grade_completions(cfg, its, progress=False, kind="poem")
+
+
+# ----------------------------------------------------------------------------- judge validity: length-matched pairs, the gate
+import random as _random
+
+import pandas as _pd
+
+from helpers.judge import validity as JV
+
+
+def _fake_judge(items, signals, seed=0):
+    """Grade ``items`` (validity rows) as a judge whose grade of each criterion follows ``signals[criterion]``:
+    ``"real"`` (knows the real ending: 7 for it, 3 for anything else), ``"coherent"`` (7 for any ending whose
+    sentences keep a story's order, the real and the other story's; 3 for the rest), ``"length"`` (the word count)
+    or ``"random"`` (seeded noise, blind to the ending)."""
+    rng = _random.Random(seed)
+    real = {r["pair"]: r["completion"] for r in items if r["variant"] == "real"}
+    rows = []
+    for r in items:
+        is_real = r["completion"] == real[r["pair"]]
+        row = {**r, "status": "graded", "age_group": "B", "age_expected": 2.0}
+        for c, sig in signals.items():
+            row[c] = {"real": 7.0 if is_real else 3.0,
+                      "coherent": 7.0 if r["variant"] in ("real", "other story") else 3.0,
+                      "length": float(JV.n_words(r["completion"])),
+                      "random": float(rng.randint(1, 10))}[sig]
+        rows.append(row)
+    return _pd.DataFrame(rows)
+
+
+def test_gate_known_answer(real_stories):
+    """A judge that tells real endings from corrupted ones passes the gate; one that grades at random, one that
+    catches only the shuffled endings, and one that grades length fail it, each with its reason."""
+    items = JV.validity_items(real_stories, 24, seed=3)
+    graded = _fake_judge(items, {"grammar": "length", "creativity": "real", "consistency": "random", "plot": "coherent"})
+    table = JV.validity_table(graded)
+    gate = JV.judge_gate(table).set_index("criterion")
+    assert JV.passing_criteria(gate.reset_index()) == ["creativity"]
+    assert gate.at["creativity", "reason"].startswith("passes: lower bounds above 50 % on shuffled 100 %")
+    assert "other story" in gate.at["plot", "reason"] and "on other story (" in gate.at["plot", "reason"]  # shuffled caught
+    assert not gate.at["consistency", "passes"] and gate.at["consistency", "reason"].startswith("fails:")
+    # equal lengths make a length-grading judge tie on every corruption: exactly chance, never a pass
+    t = table.set_index(["criterion", "corruption"])
+    for kind in JV.CORRUPTIONS:
+        assert t.at[("grammar", kind), "real wins"] == 0.5
+    assert "shuffled and other story" in gate.at["grammar", "reason"]
+    text = JV.gate_verdict(gate.reset_index(), "fake")
+    assert "graded with creativity only" in text or "graded with this criterion only" in text
+    # no criterion passes: the verdict says GPT-Eval cannot be measured, and ranks nothing
+    blind = JV.judge_gate(JV.validity_table(_fake_judge(items, {c: "random" for c in JV.GRADED_CRITERIA}, seed=1)))
+    assert JV.passing_criteria(blind) == []
+    assert "cannot be measured offline with this judge" in JV.gate_verdict(blind, "fake")
+    # the age guess is gated too but never grades with the others
+    assert JV.passing_criteria(JV.judge_gate(table), ("age",)) == []
+
+
+def test_gate_needs_both_required_corruptions():
+    table = _pd.DataFrame([{"criterion": "plot", "corruption": "shuffled", "real wins": 0.9, "low": 0.7, "high": 0.97},
+                           {"criterion": "plot", "corruption": "scrambled", "real wins": 1.0, "low": 0.86, "high": 1.0}])
+    gate = JV.judge_gate(table, criteria=["plot"])
+    assert not gate.at[0, "passes"] and "other story: no graded pairs" in gate.at[0, "reason"]
+    table.loc[len(table)] = {"criterion": "plot", "corruption": "other story", "real wins": 0.62, "low": 0.43, "high": 0.79}
+    gate = JV.judge_gate(table, criteria=["plot"])
+    assert not gate.at[0, "passes"]
+    assert gate.at[0, "reason"] == ("fails: lower bound at or below 50 % on other story (shuffled 90 % [70, 97]; "
+                                    "other story 62 % [43, 79])")
+    table.loc[table.corruption == "other story", "low"] = 0.51
+    assert JV.passing_criteria(JV.judge_gate(table, criteria=["plot"]), ["plot"]) == ["plot"]
+
+
+def test_corruptions_have_the_real_endings_length(real_stories):
+    items = JV.validity_items(real_stories, 24, seed=5)
+    df = _pd.DataFrame(items)
+    df["words"] = df["completion"].map(JV.n_words)
+    words = df.pivot(index="pair", columns="variant", values="words")
+    assert set(words.columns) == {"real", *JV.CORRUPTIONS}
+    for kind in JV.CORRUPTIONS:
+        assert (words[kind] == words["real"]).all(), kind
+    # the other story's piece is a real ending of another story (its last whole sentences), never this story's
+    norm = [" ".join(s.split()) for s in real_stories]
+    other = df[df.variant == "other story"].set_index("pair")["completion"]
+    real = df[df.variant == "real"].set_index("pair")["completion"]
+    assert all(o != real[p] and any(s.endswith(o) for s in norm) for p, o in other.items())
+
+
+def test_length_matched_and_loop():
+    sources = ["Start here now. One two three. Four five. Six seven eight nine.", "Aa bb cc dd ee ff gg hh ii jj."]
+    assert JV.length_matched(6, sources) == "Four five. Six seven eight nine."  # the last whole sentences
+    assert JV.length_matched(5, sources) == "One two three. Four five."  # a run of whole sentences
+    assert JV.length_matched(7, sources) == "three. Four five. Six seven eight nine."  # else the first source's last words
+    for n in range(1, 13):
+        assert JV.n_words(JV.length_matched(n, sources)) == n
+        assert n == 12 or not JV.length_matched(n, sources).startswith("Start")  # a first sentence ends no story
+    assert JV.length_matched(2, sources, exclude=sources[0]) == "ii jj."
+    with pytest.raises(ValueError):
+        JV.length_matched(13, sources)
+    end = "Tom ran to the park. He saw a big dog. The dog was kind. They played all day and went home."
+    loop = JV.loop_ending(end)
+    assert JV.n_words(loop) == JV.n_words(end) and loop != end
+    assert loop.startswith("Tom ran to the park. He saw a big dog. He saw a big dog. He saw")
+    assert JV.corrupt(end, "looping", _random.Random(0)) == loop
+    with pytest.raises(ValueError):
+        JV.loop_ending("Only one sentence here.")
+
+
+def test_decoder_items_pair_real_and_decoder_endings_of_equal_length():
+    stories = {i: f"Story {i} starts here. " + " ".join(f"w{i}x{j}." for j in range(40)) for i in range(10)}
+    conts = []
+    for m, n_dec in (("a", 12), ("b", 60)):
+        for i in range(10):
+            prompt = f"Story {i} starts here."
+            conts.append({"model": m, "story_id": i, "prompt": prompt, "completion": " ".join(["la"] * n_dec)})
+    conts.append({"model": "a", "story_id": 99, "prompt": "Not a story.", "completion": "x " * 30})  # no such story
+    items = JV.decoder_items(conts, stories, 6, seed=0, first_pair=100)
+    df = _pd.DataFrame(items)
+    assert len(df) == 12 and sorted(df.pair.unique()) == list(range(100, 106))
+    assert set(df.variant) == {"real", JV.DECODER_KIND} and df.groupby("model").pair.nunique().to_dict() == {"a": 3, "b": 3}
+    for _, g in df.groupby("pair"):
+        w = g.set_index("variant")["completion"].map(JV.n_words)
+        assert w["real"] == w[JV.DECODER_KIND] == (12 if g.model.iat[0] == "a" else 40)
+        sid = int(g["prompt"].iat[0].split()[1])
+        assert stories[sid].split()[4:4 + w["real"]] == g.set_index("variant").at["real", "completion"].split()
+    assert df.groupby("pair")["prompt"].first().nunique() == 6  # one pair per story
+    # in the validity table the decoder pairs are their own row, never pooled with the corruptions
+    graded = _fake_judge(_toy_items() + items, {"plot": "real"})
+    t = JV.validity_table(graded, criteria=["plot"]).set_index("corruption")
+    assert t.at[JV.DECODER_KIND, "pairs"] == 6 and t.at["all", "pairs"] == 4 * 3
+
+
+def _toy_items():
+    rows = []
+    for p in range(3):
+        rows.append({"pair": p, "variant": "real", "prompt": f"b{p}", "completion": f"real {p}"})
+        rows += [{"pair": p, "variant": k, "prompt": f"b{p}", "completion": f"{k} {p}"} for k in JV.CORRUPTIONS]
+    return rows
+
+
+def test_decoder_continuations_reads_notebook_03_files(tmp_path):
+    from helpers.core.artifacts import write_jsonl
+    from helpers.judge.runs import decoder_continuations
+
+    write_jsonl(tmp_path / "continuations-held-out-m1.jsonl", [{"story_id": 1, "prompt": "p", "completion": "c"}])
+    rows, missing = decoder_continuations(tmp_path, ["m1", "m2"])
+    assert rows == [{"story_id": 1, "prompt": "p", "completion": "c", "model": "m1"}] and missing == ["m2"]
+
+
+def test_length_correlation():
+    df = _pd.DataFrame({"completion": ["a", "a b", "a b c", "a b c d"], "status": "graded", "age_group": "B",
+                        "grammar": [1.0, 2, 3, 4], "plot": [4.0, 3, 2, 1], "creativity": 5.0, "consistency": [1.0, 2, 3, 4]})
+    r = JV.length_correlation(df, ["grammar", "plot", "creativity"]).set_index("criterion")["r with length"]
+    assert r["grammar"] == 1.0 and r["plot"] == -1.0 and _pd.isna(r["creativity"])
+
+
+def test_gate_verdict_names_only_the_required_kinds(real_stories):
+    items = JV.validity_items(real_stories, 6, seed=2)
+    graded = _fake_judge(items, {c: "random" for c in JV.GRADED_CRITERIA})
+    gate = JV.judge_gate(JV.validity_table(graded)).merge(JV.length_correlation(graded), on="criterion")
+    text = JV.gate_verdict(gate, "fake")
+    assert "on both shuffled and other story endings, so GPT-Eval" in text and "r with length" not in text
+    note = JV.closing_note(JV.validity_table(graded), "fake", None, [], gate=gate)
+    assert "none passes the gate on shuffled and other story)" in note

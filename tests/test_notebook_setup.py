@@ -5,6 +5,7 @@ import json
 import pytest
 
 from helpers.core import config
+from helpers.core.config import load_params, repo_root
 from helpers.report import notebook as N
 from helpers import runner
 
@@ -82,3 +83,20 @@ def test_require_decoders(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"decoder\(s\) tiny-2, tiny-3 missing .*tiny-2/best.*"
                                                 r"run notebook 02 for profile smoke first \(./run_all.sh --profile smoke --only 02\)"):
         N.require_decoders(run, ["tiny-1", "tiny-2", "tiny-3"])
+
+
+@pytest.mark.parametrize("nb", [p.stem for p in sorted((repo_root() / "notebooks").glob("*.ipynb"))])
+def test_parameters_cell_is_the_cpu_profile(nb):
+    """A notebook opened in JupyterLab and run as it is computes what ``./run_all.sh`` computes for the cpu profile:
+    its parameters cell holds ``params/cpu`` (``python -m helpers.report.notebook`` writes it)."""
+    cell = N.parameters_cell_values(nb)
+    want = {"profile": "cpu", **load_params("cpu", nb)}
+    wrong = {k: (cell.get(k), v) for k, v in want.items() if cell.get(k) != v}
+    assert not wrong, f"{nb}: parameters cell differs from params/cpu (cell, yaml): {wrong}"
+
+
+def test_render_parameters_cell_keeps_comments_and_unchanged_lines():
+    src = "# header\nprofile = \"cpu\"\nsteps = 10  # how many\nnames = [\"a\",\n         \"b\"]\n"
+    out = N.render_parameters_cell(src, {"profile": "cpu", "steps": 20, "names": ["a", "b"], "new": None})
+    assert out.splitlines() == ["# header", 'profile = "cpu"', "steps = 20  # how many", 'names = ["a",',
+                                '         "b"]', "new = None"]

@@ -1,6 +1,7 @@
 """What a GPT-Neo decoder's attention heads and MLP neurons do over held-out stories
 (``docs/methods.md#interpretability``; Eldan & Li 2023; Rathod et al. 2024, §5): stories as tokens mapped to their
-words (:func:`encode_story`), exact attention weights and per-head statistics (:func:`distance_correlation`),
+words (:func:`encode_story`), exact attention weights and per-head statistics (:func:`story_attention_stats`, with
+the statistics of :mod:`helpers.analysis.attention_stats`),
 hooked MLP activations (:func:`mlp_activations`) and each neuron's top-k tokens in context, and
 :func:`analyse_model`, which runs a decoder once over the stories and caches all of it under
 ``runs/<profile>/interpret/<model>/`` keyed by the weights' SHA-256 and the parameters. Tables from its result are
@@ -15,6 +16,8 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 import torch
 
+from helpers.analysis.attention_stats import (allowed_mask, attention_evenness, distance_correlation,
+                                             offset_eta_squared)
 from helpers.analysis.lexicon import LexiconTagger, Word, split_words
 from helpers.core.artifacts import atomic_path, fingerprint, read_json, run_step, sha256_file, write_json
 from helpers.core.config import shown_path
@@ -22,7 +25,7 @@ from helpers.data.corpora import EOT
 from helpers.data.tokenizers import end_of_text_id, load_tokenizer
 from helpers.models.decoder import context_length, load_decoder
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: offset η² and evenness per head
 
 # ----------------------------------------------------------------------------- stories as tokens
 
@@ -105,72 +108,6 @@ def layer_types(model) -> list[str]:
     return list(model.config.attention_layers)
 
 
-def allowed_mask(T: int, window: int | None = None, first: int = 0) -> np.ndarray:
-    """Entries ``(i, j)`` a causal head may attend to: ``j ≤ i`` (and ``i − j < window`` for a local layer), with
-    ``i, j ≥ first`` (``first = 1`` leaves out the start token)."""
-    i, j = np.indices((T, T))
-    m = (j <= i) & (i >= first) & (j >= first)
-    if window is not None:
-        m &= (i - j) < window
-    return m
-
-
-def _pearson(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Pearson correlation of each row of ``x`` (``[..., n]``) with ``y`` (``[n]``); NaN for a constant row."""
-    x = np.asarray(x, dtype=np.float64)
-    y = np.asarray(y, dtype=np.float64)
-    xc = x - x.mean(axis=-1, keepdims=True)
-    yc = y - y.mean()
-    num = (xc * yc).sum(axis=-1)
-    den = np.sqrt((xc ** 2).sum(axis=-1) * (yc ** 2).sum())
-    with np.errstate(invalid="ignore", divide="ignore"):
-        r = num / den
-    return np.where(den > 1e-12, r, np.nan)
-
-
-def distance_correlation(att: np.ndarray, lower: bool = True, window: int | None = None, first: int = 0) -> np.ndarray:
-    """Correlation between attention weight and token distance of ``att`` (``[..., T, T]``, rows = queries).
-
-    ``lower=True``: over the causal lower triangle only (distance ``i − j ≥ 0``; with ``window``, only the entries a
-    local layer can see); ``lower=False``: over the whole matrix with distance ``|i − j|``, as a naive computation
-    on the heat map would do (the zeros above the diagonal then bias the value). ``first`` leaves out the first
-    rows/columns (the start token)."""
-    att = np.asarray(att)
-    T = att.shape[-1]
-    i, j = np.indices((T, T))
-    if lower:
-        m = allowed_mask(T, window, first)
-        dist = (i - j)[m]
-    else:
-        m = (i >= first) & (j >= first)
-        dist = np.abs(i - j)[m]
-    return _pearson(att[..., m], dist)
-
-
-def positional_label(r: float | np.ndarray, threshold: float = 0.5):
-    """``"positional"`` if |r| > threshold, else ``"semantic"`` (Rathod et al. 2024, §5.1); NaN r → ``"undefined"``."""
-    r_arr = np.asarray(r, dtype=float)
-    out = np.where(np.isnan(r_arr), "undefined", np.where(np.abs(r_arr) > threshold, "positional", "semantic"))
-    return str(out) if out.ndim == 0 else out
-
-
-def reference_correlations(T: int, window: int | None = None) -> dict[str, float]:
-    """r (lower triangle, start token excluded as in the analysis) of idealised heads on a story of ``T`` tokens
-    after the start token: uniform attention, attention to the previous token, to the token itself, to the first
-    story token. Shows what the |r| > 0.5 criterion can and cannot detect."""
-    n = T + 1
-    m = allowed_mask(n, window, 0)
-    uni = m / m.sum(axis=1, keepdims=True)
-    prev = np.eye(n, k=-1)
-    prev[0, 0] = prev[1, 1] = 1.0
-    selfa = np.eye(n)
-    first = np.zeros((n, n))
-    first[1:, 1] = 1.0
-    first[0, 0] = 1.0
-    pats = {"uniform": uni, "previous token": prev, "self": selfa, "first story token": first}
-    return {k: float(distance_correlation(v, True, window, first=1)) for k, v in pats.items()}
-
-
 MAX_OFFSET = 32
 
 
@@ -180,6 +117,7 @@ def story_attention_stats(att: np.ndarray, types: Sequence[str], window: int) ->
     * ``r_lower`` / ``r_full``: :func:`distance_correlation` over the allowed entries / the whole matrix;
     * ``r_uniform``: the same for uniform attention over the allowed keys (per layer; the normalisation baseline);
     * ``sink``: mean attention on the start token; ``mean_dist``: mean distance of the attention on story tokens;
+    * ``eta2``: :func:`offset_eta_squared`; ``evenness``: :func:`attention_evenness` (the head statistic);
     * ``offset_sum``: attention at each offset ``d = i − j`` (0…:data:`MAX_OFFSET`) summed over queries, and
       ``offset_n`` the number of queries per offset;
     * ``target``: per query ``i ≥ 2``, the story token (index from 0 = first story token) with the largest
@@ -193,6 +131,8 @@ def story_attention_stats(att: np.ndarray, types: Sequence[str], window: int) ->
     r_uni = np.full(L, np.nan)
     sink = att[:, :, 1:, 0].mean(axis=-1) if T > 1 else np.full((L, H), np.nan)
     mean_dist = np.full((L, H), np.nan)
+    eta2 = np.full((L, H), np.nan)
+    evenness = np.full((L, H), np.nan)
     D = MAX_OFFSET + 1
     offset_sum = np.zeros((L, H, D))
     offset_n = np.zeros(D)
@@ -205,6 +145,8 @@ def story_attention_stats(att: np.ndarray, types: Sequence[str], window: int) ->
         w = window if types[layer] == "local" else None
         a = att[layer]
         r_lower[layer] = distance_correlation(a, True, w, first=1)
+        eta2[layer] = offset_eta_squared(a, w, first=1)
+        evenness[layer] = attention_evenness(a, w, first=1)
         r_full[layer] = distance_correlation(a, False, None, first=1)
         m = allowed_mask(T, w, 0)
         uni = m / np.maximum(m.sum(axis=1, keepdims=True), 1)
@@ -221,7 +163,7 @@ def story_attention_stats(att: np.ndarray, types: Sequence[str], window: int) ->
             t[:, :2] = -1
             target[layer] = t
     return {"r_lower": r_lower, "r_full": r_full, "r_uniform": r_uni, "sink": sink, "mean_dist": mean_dist,
-            "offset_sum": offset_sum, "offset_n": offset_n, "target": target}
+            "eta2": eta2, "evenness": evenness, "offset_sum": offset_sum, "offset_n": offset_n, "target": target}
 
 
 # ----------------------------------------------------------------------------- MLP activations
@@ -399,7 +341,7 @@ def _compute(model, stories: list[StoryTokens], layers: list[int], out: Path, lo
     window = int(model.config.window_size)
     L, H = model.config.num_layers, model.config.num_heads
     S = len(stories)
-    keys = ("r_lower", "r_full", "sink", "mean_dist")
+    keys = ("r_lower", "r_full", "sink", "mean_dist", "eta2", "evenness")
     per_story = {k: np.full((S, L, H), np.nan) for k in keys}
     r_uniform = np.full((S, L), np.nan)
     offset_sum = np.zeros((L, H, MAX_OFFSET + 1))

@@ -3,23 +3,27 @@ head's strongest targets (with the TinyStories observation checked on them), and
 specialist counts against chance, top-token examples in context and the neurons worth showing."""
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy.stats import binom
+from scipy.stats import binom, fisher_exact
 
-from helpers.analysis.interpret import ModelAnalysis, context_bounds, display_token, positional_label, top_activations
+from helpers.analysis.attention_stats import head_kind, positional_label
+from helpers.analysis.interpret import ModelAnalysis, context_bounds, display_token, top_activations
 from helpers.analysis.lexicon import ATTENTION_CLASSES, CLASSES, SPECIALIST_CLASSES, attention_class
 from helpers.core.stats import wilson_interval
 
 # ----------------------------------------------------------------------------- tables
 
 def head_table(a: ModelAnalysis, threshold: float = 0.5) -> "pd.DataFrame":  # noqa: F821
-    """One row per (layer, head): r over the lower triangle (mean ± sd over stories), r over the full matrix,
-    r of uniform attention, the label, mean attention distance, attention on the start token, and the offset
-    (0…32) that gets the most attention with its mean weight."""
+    """One row per (layer, head): the head statistic — offset η² (mean ± sd over stories), evenness, and the
+    ``label`` they give (:func:`helpers.analysis.attention_stats.head_kind`: positional when η² > ``threshold``, diffuse,
+    or semantic) — then Rathod et al.'s statistic beside it (r over the lower triangle, over the full matrix, r of
+    uniform attention, and their |r| > 0.5 label), mean attention distance, attention on the start token, and the
+    offset (0…32) that gets the most attention with its mean weight."""
     s = a.stats
     prof = s["offset_sum"] / np.maximum(s["offset_n"], 1)
     rows = []
@@ -27,12 +31,15 @@ def head_table(a: ModelAnalysis, threshold: float = 0.5) -> "pd.DataFrame":  # n
     for layer in range(L):
         for h in range(H):
             r = float(np.nanmean(s["r_lower"][:, layer, h]))
+            eta2, even = float(np.nanmean(s["eta2"][:, layer, h])), float(np.nanmean(s["evenness"][:, layer, h]))
             d = int(np.argmax(prof[layer, h]))
             rows.append({"model": a.name, "layer": layer, "layer type": a.layer_types[layer], "head": h,
+                         "offset η²": eta2, "η² sd": float(np.nanstd(s["eta2"][:, layer, h])), "evenness": even,
+                         "label": head_kind(eta2, even, threshold),
                          "r (lower triangle)": r, "r sd": float(np.nanstd(s["r_lower"][:, layer, h])),
                          "r (full matrix)": float(np.nanmean(s["r_full"][:, layer, h])),
                          "r (uniform attention)": float(np.nanmean(s["r_uniform"][:, layer])),
-                         "label": positional_label(r, threshold),
+                         "label (|r| > 0.5 rule)": positional_label(r, 0.5),
                          "mean distance": float(np.nanmean(s["mean_dist"][:, layer, h])),
                          "start-token weight": float(np.nanmean(s["sink"][:, layer, h])),
                          "top offset": d, "weight at top offset": float(prof[layer, h, d])})
@@ -63,7 +70,7 @@ def class_base_rates(classes: Sequence[str], kinds: Sequence[str] = ATTENTION_CL
 
 def group_target_classes(targets: "pd.DataFrame", base: dict[str, dict[str, float]]) -> "pd.DataFrame":  # noqa: F821
     """Mean class shares of strongest targets per model and head group, for three groupings: the paper's label
-    (positional/semantic), GPT-Neo's layer type (global/local) and attention span (heads whose mean distance is
+    (head kind from offset η²: positional/semantic/diffuse), GPT-Neo's layer type (global/local) and attention span (heads whose mean distance is
     below / at or above the model's median: short-range / long-range); with each model's base rate (class shares
     among all story tokens) as a reference row."""
     t = targets.copy()
@@ -73,7 +80,7 @@ def group_target_classes(targets: "pd.DataFrame", base: dict[str, dict[str, floa
     for model, g in t.groupby("model", sort=False):
         rows.append({"model": model, "grouping": "reference", "group": "all tokens (base rate)", "heads": np.nan,
                      **base[model]})
-        for grouping, col in [("paper label", "label"), ("layer type", "layer type"), ("span", "span")]:
+        for grouping, col in [("head kind", "label"), ("layer type", "layer type"), ("span", "span")]:
             for value, gg in g.groupby(col, sort=True):
                 rows.append({"model": model, "grouping": grouping, "group": value, "heads": len(gg),
                              **{k: float(gg[k].mean()) for k in ATTENTION_CLASSES}})
@@ -127,6 +134,40 @@ def neuron_class_shares(a: ModelAnalysis, layer: int, k: int, distinct: bool = F
     return df, idx, vals
 
 
+def random_direction_shares(a: ModelAnalysis, layer: int, k: int, n_directions: int | None = None, seed: int = 0,
+                            distinct: bool = False) -> "pd.DataFrame":  # noqa: F821
+    """The null for specialist neurons: :func:`neuron_class_shares` computed on ``n_directions`` (default: as many
+    as the layer has neurons) random orthonormal directions of the **same** activations instead of the neuron
+    axes. Any direction in activation space picks top tokens that cluster by word class (tokens of a class sit
+    near one another), so this, not independent draws at the base rates, is what a neuron must beat to be called a
+    specialist by role. Same columns as :func:`neuron_class_shares` (``neuron`` numbers the directions)."""
+    acts = a.acts[layer]
+    n_neurons = acts.shape[1]
+    n_dir = n_neurons if n_directions is None else int(n_directions)
+    if not 0 < n_dir <= n_neurons:
+        raise ValueError(f"n_directions must be in 1..{n_neurons}; got {n_dir}")
+    rng = np.random.default_rng([seed, layer])
+    q, r = np.linalg.qr(rng.standard_normal((n_neurons, n_dir)))
+    q *= np.sign(np.diag(r))  # a uniformly random orthonormal frame
+    proj = np.concatenate([np.asarray(acts[c:c + 8192], dtype=np.float32) @ q.astype(np.float32)
+                           for c in range(0, acts.shape[0], 8192)])
+    rotated = dataclasses.replace(a, acts={layer: proj})
+    df, _, _ = neuron_class_shares(rotated, layer, k, distinct=distinct)
+    return df
+
+
+def random_direction_null(a: ModelAnalysis, k: int, threshold: float, seed: int = 0) -> dict[tuple[str, int], float]:
+    """Per (top-token list, layer) of ``a``: the share of random directions (:func:`random_direction_shares`, as
+    many as neurons) whose top-``k`` tokens are at least ``threshold`` in one class — the specialist rate that
+    rotation alone gives."""
+    out = {}
+    for layer in sorted(a.acts):
+        for distinct in (False, True):
+            df = random_direction_shares(a, layer, k, seed=seed, distinct=distinct)
+            out["distinct" if distinct else "all", layer] = float((df["dominant share"] >= threshold).mean())
+    return out
+
+
 def chance_specialists(base_rates: dict[str, float], k: int, threshold: float) -> dict[str, float]:
     """Probability that a neuron is a specialist of each class if its top-``k`` tokens were ``k`` independent draws
     from the base rates: P(Binomial(k, p_c) ≥ ⌈threshold · k⌉)."""
@@ -143,11 +184,13 @@ def token_base_rates(a: ModelAnalysis) -> dict[str, dict[str, float]]:
 
 
 def specialist_table(shares: "pd.DataFrame", threshold: float, base_rates: dict[str, dict[str, dict[str, float]]],
-                     k: int) -> "pd.DataFrame":  # noqa: F821
+                     k: int, null: dict[str, dict[tuple[str, int], float]] | None = None) -> "pd.DataFrame":  # noqa: F821
     """Per model, top-token mode and layer: neurons whose top-k tokens are at least ``threshold`` in one class,
     counted by class (:data:`SPECIALIST_CLASSES`, any other class as "other class"), the total, the fraction of
     neurons, and the number and fraction of neurons expected if top tokens were independent draws at the base rates
-    (``base_rates[model][mode]``, see :func:`token_base_rates` and :func:`chance_specialists`)."""
+    (``base_rates[model][mode]``, see :func:`token_base_rates` and :func:`chance_specialists`); with ``null``
+    (``{model: random_direction_null(...)}``) also the number and share expected from random directions of the
+    same activations, the null a specialist count is judged against."""
     rows = []
     for (model, mode, layer), g in shares.groupby(["model", "top tokens", "layer"], sort=False):
         spec = g[g["dominant share"] >= threshold]
@@ -160,6 +203,9 @@ def specialist_table(shares: "pd.DataFrame", threshold: float, base_rates: dict[
         p = chance_specialists(base_rates[model][mode], k, threshold)
         row["expected neurons by chance"] = len(g) * sum(p.values())
         row["expected share by chance"] = sum(p.values())
+        if null is not None:
+            row["random-direction share"] = null[model][mode, int(layer)]
+            row["expected neurons, random directions"] = len(g) * row["random-direction share"]
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -171,9 +217,17 @@ def specialist_totals(spec: "pd.DataFrame", confidence: float = 0.95) -> "pd.Dat
     low"/"share CI high"; neurons treated as independent draws: the interval covers neither training seeds nor the
     choice of stories)."""
     cols = SPECIALIST_CLASSES + ["other class", "specialists", "neurons", "expected neurons by chance"]
+    cols += ["expected neurons, random directions"] if "expected neurons, random directions" in spec.columns else []
     total = spec.groupby(["model", "top tokens"], sort=False)[cols].sum().reset_index()
     total["share of neurons"] = total.specialists / total.neurons
     total["expected share by chance"] = total["expected neurons by chance"] / total.neurons
+    if "expected neurons, random directions" in total.columns:
+        # the random directions are a sample of as many directions as neurons: a two-sided Fisher exact test of
+        # the two counts (specialist neurons vs specialist directions)
+        total["random-direction share"] = total["expected neurons, random directions"] / total.neurons
+        total["p vs random directions"] = [
+            float(fisher_exact([[int(k), int(n) - int(k)], [int(round(e)), int(n) - int(round(e))]])[1])
+            for k, n, e in zip(total.specialists, total.neurons, total["expected neurons, random directions"])]
     ci = [wilson_interval(int(k), int(n), confidence) for k, n in zip(total.specialists, total.neurons)]
     total["share CI low"] = [lo for lo, _ in ci]
     total["share CI high"] = [hi for _, hi in ci]

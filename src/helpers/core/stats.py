@@ -1,7 +1,9 @@
 """Intervals: seeded percentile-bootstrap intervals, the one implementation behind every interval over resampled items
 (``suites.grade_summary``, ``glue_tasks.metric_interval``, ``judge_validity``, :func:`bootstrap_mean_interval`; ``evaluation`` uses
 :func:`percentile_interval` on its stratified binomial replicates), and the Wilson score interval of a binomial
-proportion (:func:`wilson_interval`)."""
+proportion (:func:`wilson_interval`); comparisons of two models: paired over items (:func:`paired_bootstrap_difference`,
+:func:`mcnemar_exact`) and over training seeds (:func:`t_interval`, :func:`minimum_detectable_effect`), and Holm's
+correction for a family of tests (:func:`holm`). ``helpers.evaluation.comparisons`` puts them together."""
 from __future__ import annotations
 
 import math
@@ -9,6 +11,8 @@ from statistics import NormalDist
 from typing import Callable
 
 import numpy as np
+from scipy.stats import binomtest
+from scipy.stats import t as student_t
 
 
 def percentile_interval(replicates, confidence: float = 0.95):
@@ -98,3 +102,85 @@ def independent_mean_interval(estimates, lows, highs, weights=None, confidence: 
     se = (hi - lo) / (2 * z)
     mean, half = float(np.dot(w, est)), z * float(np.sqrt(np.sum((w * se) ** 2)))
     return mean - half, mean + half
+
+
+# ----------------------------------------------------------------------------- comparisons of two models
+
+def paired_bootstrap_difference(a, b, confidence: float = 0.95, n_boot: int = 2000, seed: int = 0
+                                ) -> tuple[float, float, float]:
+    """Mean difference ``mean(a − b)`` of two models scored on the **same** items (``a[i]`` and ``b[i]`` are item
+    ``i``'s scores: 0/1 for a minimal pair, a grade, a loss) and its seeded percentile-bootstrap interval: the items
+    are resampled once for both models, so what the two share (easy and hard items) cancels. Returns
+    ``(difference, low, high)``."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a.shape != b.shape or a.ndim != 1 or len(a) == 0:
+        raise ValueError(f"need two non-empty 1-D score arrays over the same items; got shapes {a.shape}, {b.shape}")
+    d = a - b
+    lo, hi = mean_interval(d, confidence, n_boot, seed)
+    return float(d.mean()), lo, hi
+
+
+def mcnemar_exact(a, b) -> tuple[int, int, float]:
+    """McNemar's exact test for two models' right/wrong answers on the same items (``a``, ``b``: 0/1 per item).
+    Returns ``(a right and b wrong, b right and a wrong, two-sided p)``; p is the binomial test of the discordant
+    pairs at one half (1.0 when there are none)."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a.shape != b.shape or a.ndim != 1:
+        raise ValueError(f"need two 1-D 0/1 arrays over the same items; got shapes {a.shape}, {b.shape}")
+    if not np.isin(a, (0.0, 1.0)).all() or not np.isin(b, (0.0, 1.0)).all():
+        raise ValueError("McNemar needs 0/1 scores (a pair right or wrong); use paired_bootstrap_difference for others")
+    ab, ba = int(((a == 1) & (b == 0)).sum()), int(((a == 0) & (b == 1)).sum())
+    p = 1.0 if ab + ba == 0 else float(binomtest(ab, ab + ba, 0.5).pvalue)
+    return ab, ba, p
+
+
+def t_interval(values, confidence: float = 0.95) -> tuple[float, float, float, int, float]:
+    """Student-t interval of the mean of a few seed-level values (one per training seed: seed means, or paired
+    differences between two arms trained from the same seeds). Returns ``(mean, low, high, n, sd)``; with fewer than
+    two values the interval is NaN (one seed says nothing about seed noise)."""
+    v = np.asarray(values, dtype=float)
+    v = v[~np.isnan(v)]
+    n = len(v)
+    if n == 0:
+        return float("nan"), float("nan"), float("nan"), 0, float("nan")
+    mean = float(v.mean())
+    if n < 2:
+        return mean, float("nan"), float("nan"), n, float("nan")
+    sd = float(v.std(ddof=1))
+    half = float(student_t.ppf(0.5 + confidence / 2, n - 1)) * sd / math.sqrt(n)
+    return mean, mean - half, mean + half, n, sd
+
+
+def minimum_detectable_effect(sd: float, n: int, paired: bool = True, alpha: float = 0.05, power: float = 0.8) -> float:
+    """The smallest true difference a two-sided t-test at level ``alpha`` detects with probability ``power``, given
+    the seed-level standard deviation ``sd`` and ``n`` seeds per arm: ``(t_{1−α/2} + t_{power}) · sd · sqrt(1/n)``
+    for paired differences (``sd`` of the differences, df = n − 1) or ``· sqrt(2/n)`` for two independent arms
+    (``sd`` of one arm, df = 2n − 2). NaN with fewer than two seeds or no ``sd``."""
+    if n < 2 or sd is None or not np.isfinite(sd):
+        return float("nan")
+    df = n - 1 if paired else 2 * n - 2
+    scale = math.sqrt(1.0 / n) if paired else math.sqrt(2.0 / n)
+    return float((student_t.ppf(1 - alpha / 2, df) + student_t.ppf(power, df)) * sd * scale)
+
+
+def holm(pvalues, alpha: float = 0.05) -> np.ndarray:
+    """Holm's step-down correction: for each p-value of a family of tests, whether it is rejected at family-wise
+    level ``alpha`` (a boolean array in the input's order; NaN p-values are never rejected and do not count)."""
+    p = np.asarray(pvalues, dtype=float)
+    ok = ~np.isnan(p)
+    m = int(ok.sum())
+    out = np.zeros(len(p), dtype=bool)
+    order = np.argsort(np.where(ok, p, np.inf), kind="stable")
+    for rank, i in enumerate(order[:m]):
+        if p[i] > alpha / (m - rank):
+            break
+        out[i] = True
+    return out
+
+
+def binomial_p_above(k: float, n: int, chance: float = 0.5) -> float:
+    """One-sided exact binomial p-value that a share ``k / n`` lies above ``chance`` (ties counted as half a success
+    are rounded down, so the test is conservative)."""
+    if n <= 0:
+        return float("nan")
+    return float(binomtest(int(math.floor(k)), int(n), chance, alternative="greater").pvalue)

@@ -1,7 +1,8 @@
 """The LLM judge's rubric for story completions (TinyStories "GPT-Eval", ``docs/methods.md#gpt-eval``): the
 prompts, the protocol versions, reply parsing and the on-disk cache that every judge backend shares.
 
-Protocol (Eldan & Li 2023, §3; the prompt is reproduced in the appendix of Yang et al., McGill report): the judge is told that
+Protocol and prompt: Eldan & Li 2023, §3 (their example of the GPT-Eval exchange; Yang et al., McGill report, reproduce the
+prompt in their appendix, and we copy its wording from there): the judge is told that
 a *student* was given the beginning of a story and completed it; it reads ``beginning *** completion``, first writes
 a holistic assessment of the part after ``***`` (grammar, consistency with the beginning, whether the sentence
 split by ``***`` is completed), and then, in a second turn of the same conversation, grades the completion for
@@ -41,7 +42,7 @@ KINDS = ("story", "instruct")
 AGE_GROUPS = {"A": "3 or under", "B": "4-5", "C": "6-7", "D": "8-9", "E": "10-12", "F": "13-16"}
 SCORE_RANGE = (1.0, 10.0)
 
-# The TinyStories GPT-Eval instructions (paper §3 / McGill report appendix), with a format line appended to the grading
+# The TinyStories GPT-Eval instructions (Eldan & Li 2023, §3; as reproduced in the McGill report's appendix), with a format line appended to the grading
 # turn so that replies are machine-readable.
 ASSESS_TEMPLATE = (
     "In the following exercise, the student is given a beginning of a story. The student needs to complete it into a "

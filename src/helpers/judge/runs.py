@@ -1,6 +1,7 @@
 """Running the LLM judge from a notebook (``docs/methods.md#gpt-eval``): the judge of the notebook parameters
 (:func:`judge_config`: local, OpenAI-compatible or none), its client (:func:`make_client`), the items to grade
-(:func:`judge_prompt_ids`, :func:`judge_items`), concurrent grading with the cache (:func:`grade_completions`) and
+(:func:`judge_prompt_ids`, :func:`judge_items`, and notebook 03's continuations for the validity check:
+:func:`decoder_continuations`), concurrent grading with the cache (:func:`grade_completions`) and
 per-model means (:func:`judge_summary`).
 """
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
+from helpers.core.artifacts import read_jsonl
 from helpers.core.progress import progress as progress_bar
 from helpers.judge.client import JudgeClient, JudgeConfig
 from helpers.judge.local import LocalJudgeClient, LocalJudgeConfig
@@ -147,6 +149,21 @@ def judge_prompt_ids(kept: Mapping[str, Iterable[Any]], n: int, seed: int) -> li
     sets = [set(v) for v in kept.values()]
     common = sorted(set.intersection(*sets)) if sets else []
     return sorted(random.Random(seed).sample(common, min(int(n), len(common))))
+
+
+def decoder_continuations(gen_dir: str | Path, models: Sequence[str], split: str = "held-out") -> tuple[list[dict], list[str]]:
+    """Notebook 03's greedy continuations of ``split`` stories (its continuation-health prompts,
+    ``generations/continuations-<split>-<model>.jsonl``) for the judge's real-vs-decoder pairs
+    (:func:`helpers.judge.validity.decoder_items`): the rows of every model whose file exists, and the models
+    without one."""
+    rows, missing = [], []
+    for name in models:
+        path = Path(gen_dir) / f"continuations-{split}-{name}.jsonl"
+        if path.is_file():
+            rows += [{**r, "model": r.get("model", name)} for r in read_jsonl(path)]
+        else:
+            missing.append(name)
+    return rows, missing
 
 
 def judge_items(nucleus, greedy, prompt_ids: Sequence[Any], samples: int):

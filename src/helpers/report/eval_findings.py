@@ -1,5 +1,6 @@
 """Sentences computed from the results of notebooks 05 and 05b (their "What this run shows" cells): which models are
-above chance, whether a difference exceeds its intervals and the seed noise, how ours compare with the paper's rows.
+above chance, the questions table's verdicts (a difference is real only over seeds), how ours compare with the paper's
+rows.
 
 Every sentence is computed from the tables it names; nothing is typed by hand. A difference is called "apart" only
 when the two 95 % intervals do not overlap, which is conservative (two overlapping intervals can still differ)."""
@@ -22,7 +23,7 @@ def _names(names: Sequence[str]) -> str:
 def evaluation(intervals: pd.DataFrame, glue: Mapping[str, tuple[float, float, float]] | None = None,
                majority: float | None = None, generated: Sequence[tuple[str, str]] = (),
                replicates: Mapping[str, str] | None = None, comparison: pd.DataFrame | None = None,
-               scale: float | None = None, chance: float = 50.0) -> list[str]:
+               scale: float | None = None, chance: float = 50.0, questions: pd.DataFrame | None = None) -> list[str]:
     """Notebook 05's summary.
 
     ``intervals``: :func:`helpers.evaluation.zero_shot.interval_table` (kind, model, task, accuracy, ci_low, ci_high);
@@ -30,7 +31,9 @@ def evaluation(intervals: pd.DataFrame, glue: Mapping[str, tuple[float, float, f
     ``generated``: pairs ``(mix without, mix with generated stories)``, the paper's question; ``replicates``:
     ``{replicate: base}`` (two seeds of one mix: their gap is the run-to-run noise); ``comparison``:
     :func:`helpers.evaluation.zero_shot.compare_with_paper`'s table (its ``ours …`` column and ``paper``);
-    ``scale``: how many times fewer words our mixes have than the paper's."""
+    ``scale``: how many times fewer words our mixes have than the paper's; ``questions``:
+    :func:`helpers.evaluation.comparisons.questions_table` (when given, it answers the generated-stories question
+    over seeds instead of the one-pair seed gap)."""
     out = []
     for task in dict.fromkeys(intervals["task"]):
         t = intervals[intervals["task"] == task]
@@ -55,6 +58,9 @@ def evaluation(intervals: pd.DataFrame, glue: Mapping[str, tuple[float, float, f
         for task in [*dict.fromkeys(intervals["task"]), "GLUE"]:
             if (rep, task) in acc and (base, task) in acc:
                 noise[task] = max(noise.get(task, 0.0), abs(acc[(rep, task)][0] - acc[(base, task)][0]))
+    if questions is not None and len(questions):
+        out += question_lines(questions)
+        generated = ()  # the questions table answers the paper's D_gen question over seeds
     for without, with_gen in generated:
         diffs, apart = [], []
         for task in [*dict.fromkeys(intervals["task"]), "GLUE"]:
@@ -67,8 +73,10 @@ def evaluation(intervals: pd.DataFrame, glue: Mapping[str, tuple[float, float, f
             seeds = ("; two seeds of one mix lie " + ", ".join(f"{t} {g:.1f}" for t, g in noise.items())
                      + " points apart") if noise else ""
             out.append(f"generated stories ({with_gen} minus {without}): " + ", ".join(diffs) + " points; "
-                       + (f"beyond the intervals and the seed gap: {_names(apart)}" if apart else
-                          "none beyond both the intervals and the seed gap, so this run shows no effect of adding them")
+                       + (f"beyond the item intervals and one pair of seeds' gap (a rough screen, not a test): "
+                          f"{_names(apart)}" if apart else
+                          "none beyond both the item intervals and one pair of seeds' gap (a rough screen, not a test: "
+                          "the questions table says what this design can detect)")
                        + seeds)
     if comparison is not None and len(comparison):
         ours = next(c for c in comparison.columns if str(c).startswith("ours"))
@@ -79,6 +87,24 @@ def evaluation(intervals: pd.DataFrame, glue: Mapping[str, tuple[float, float, f
             out.append(f"against the authors' rows{f' (trained on {scale:g}x our words, with a larger model)' if scale else ''}: "
                        f"ours are lower in {lower} of {len(both)} printed comparisons, by a median of {np.median(gap):.1f} "
                        "points")
+    return out
+
+
+def question_lines(questions: pd.DataFrame) -> list[str]:
+    """One sentence per row of :func:`helpers.evaluation.comparisons.questions_table`: the effect with its
+    seed-level interval (seeds per arm stated), the item-level interval beside it, and the verdict, which alone
+    decides whether a difference is real."""
+    out = []
+    for _, r in questions.iterrows():
+        if not np.isfinite(r.get("effect", np.nan)):
+            out.append(f"{r.question}: {r.verdict}")
+            continue
+        seeds = (fmt_interval(r["seed CI low"], r["seed CI high"]) + f" over seeds ({int(r['seeds A'])} and "
+                 f"{int(r['seeds B'])} per arm)" if np.isfinite(r["seed CI low"]) else
+                 f"no seed-level interval ({int(r['seeds A'])} and {int(r['seeds B'])} seeds per arm)")
+        out.append(f"{r.question} ({r.A} minus {r.B}, {r.task}, {int(r['items']):,} shared items): "
+                   f"{r.effect:+.1f} {r.unit}, {seeds}; item interval "
+                   f"{fmt_interval(r['item CI low'], r['item CI high'])}: {r.verdict}")
     return out
 
 

@@ -1,9 +1,11 @@
 """Views of notebook 05's evaluation tables that are not the paper's: accuracy by how familiar a minimal pair's
-words are (:func:`helpers.evaluation.word_familiarity.familiarity_table`). Each function takes the table its notebook
+words are (:func:`helpers.evaluation.word_familiarity.familiarity_table`) and the questions table as a forest plot
+(:func:`plot_questions`). Each function takes the table its notebook
 cell built and returns a matplotlib figure (saved by :func:`helpers.report.reporting.save_figure`)."""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 
 from helpers.report.figure_layout import FIGURE_WIDTH, font_pt, legend_columns, legend_inches, wrap
@@ -32,6 +34,33 @@ def plot_word_familiarity(table: pd.DataFrame, corpus: str = "its training stori
                        font_pt(key="axes.labelsize")))
     handles, labels = ax.get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=ncol, frameon=False)
+    if title:
+        ax.set_title(wrap(title, FIGURE_WIDTH - 1, font_pt(key="axes.titlesize")))
+    return fig
+
+
+def plot_questions(questions: pd.DataFrame, title: str = ""):
+    """The questions table as a forest plot: per question, the effect (A − B) with its seed-level 95 % interval
+    (thick; absent where an arm has one seed) and its item-level interval (thin, grey), the band ±MDE (80 % power)
+    shaded where it exists, and 0 as the no-difference line. Each row is labelled with the question and its verdict."""
+    q = questions.reset_index(drop=True)
+    n = len(q)
+    fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 1.0 + 0.75 * max(n, 1)), layout="constrained")
+    for y, r in q.iterrows():
+        y = n - 1 - y
+        if np.isfinite(r.get("MDE (80 % power)", np.nan)):
+            ax.fill_betweenx([y - 0.3, y + 0.3], -r["MDE (80 % power)"], r["MDE (80 % power)"], color="#dddddd", lw=0)
+        if np.isfinite(r.get("item CI low", np.nan)):
+            ax.plot([r["item CI low"], r["item CI high"]], [y - 0.12] * 2, color="#888888", lw=1.2)
+        if np.isfinite(r.get("seed CI low", np.nan)):
+            ax.plot([r["seed CI low"], r["seed CI high"]], [y] * 2, color="#1f77b4", lw=3)
+        if np.isfinite(r.get("effect", np.nan)):
+            ax.plot(r["effect"], y, "o", color="#1f77b4")
+    ax.axvline(0, color="k", lw=1, ls=":")
+    labels = [wrap(f"{r.question} ({r.A} − {r.B}, {r.task}): {r.verdict}", 3.2, 7) for r in q.itertuples()]
+    ax.set_yticks(range(n), labels[::-1], fontsize=7)
+    unit = q["unit"].iloc[0] if n and "unit" in q else "points"
+    ax.set_xlabel(f"difference A − B ({unit}); thick: over seeds (95 %), thin grey: over items, shaded: ±MDE")
     if title:
         ax.set_title(wrap(title, FIGURE_WIDTH - 1, font_pt(key="axes.titlesize")))
     return fig

@@ -2,8 +2,10 @@
 
 Every notebook ends with a cell that prints these sentences, so the conclusions move with the numbers when the study is
 rerun (nothing is typed by hand). Each function takes plain tables (pandas DataFrames or mappings) and returns a list of
-sentences; nothing here trains, generates or scores. A difference is called real only where two 95 % intervals do not
-overlap; single runs without an interval are compared against a stated noise level.
+sentences; nothing here trains, generates or scores. Item intervals (which items were drawn) never make a difference
+real: only a seed-level interval does (:mod:`helpers.evaluation.comparisons`, the questions table); two item intervals
+that do not overlap are called "apart on these items". Single runs without an interval are compared against a stated
+noise level.
 """
 from __future__ import annotations
 
@@ -168,7 +170,8 @@ def _compare(a: pd.Series, b: pd.Series, value: str) -> str:
     """How two estimates with 95 % intervals (``ci_low``/``ci_high``) relate: separated, each inside the other's
     interval, or overlapping."""
     if _separated(a, b):
-        return "the intervals do not overlap (a real difference)"
+        return ("the item intervals do not overlap: a difference on these items, which says nothing about the "
+                "training seed (a difference is real only in the questions table, over seeds)")
     if a["ci_low"] <= b[value] <= a["ci_high"] and b["ci_low"] <= a[value] <= b["ci_high"]:
         return "each lies within the other's interval (no difference shown)"
     return "the intervals overlap (the gap may be noise)"
@@ -180,7 +183,7 @@ def self_bleu(curves: Mapping[str, Mapping[int, float]], chosen: Mapping[str, in
     no knee within the curve's k range; :func:`helpers.diversity.self_bleu.k_choice_label`).
     With ``intervals`` (:func:`helpers.diversity.self_bleu.self_bleu_table`: model, k, self-BLEU, ci_low, ci_high, prompts),
     each model's value at the largest k shared by all models gets its 95 % interval over prompts, and models
-    neighbouring in that ranking are compared: a difference is real only where the intervals do not overlap."""
+    neighbouring in that ranking are compared over prompts (not over training seeds)."""
     out = []
     for name, curve in curves.items():
         vals = [float(v) for v in curve.values()]

@@ -12,13 +12,21 @@ from helpers.analysis.lexicon import SPECIALIST_CLASSES
 from helpers.core.stats import intervals_apart
 
 
-def attention_heads(heads: pd.DataFrame) -> list[str]:
-    """Notebook 06: how many heads per model are positional (label column) and which layers hold them."""
+def attention_heads(heads: pd.DataFrame, check: pd.DataFrame | None = None) -> list[str]:
+    """Notebook 06: how many heads per model are positional (label column) and which layers hold them. With
+    ``check`` (:func:`helpers.analysis.attention_stats.reference_heads`), the counts are given only when the statistic
+    classified every synthetic ideal head right; otherwise the sentence says the instrument failed its check."""
+    if check is not None and not (check["kind (η² rule)"] == check["expected"]).all():
+        wrong = check[check["kind (η² rule)"] != check["expected"]]["ideal head"]
+        return [f"the head statistic misclassifies synthetic ideal heads ({', '.join(wrong)}), so no head counts are "
+                "reported"]
     out = []
     for name, h in heads.groupby("model", sort=False):
         pos = h[h.label == "positional"]
         where = ", ".join(f"layer {l}" for l in sorted(pos.layer.unique())) if len(pos) else "none"
-        out.append(f"{name}: {len(pos)} of {len(h)} heads positional ({where}); {len(h) - len(pos)} semantic or mixed")
+        other = h[h.label != "positional"].label.value_counts()
+        rest = ", ".join(f"{int(n)} {k}" for k, n in other.items()) or "none other"
+        out.append(f"{name}: {len(pos)} of {len(h)} heads positional ({where}); {rest}")
     return out
 
 
@@ -33,7 +41,16 @@ def specialists(summary: pd.DataFrame) -> list[str]:
     for _, r in summary.iterrows():
         spec, n, exp = int(r["specialists"]), int(r["neurons"]), float(r["expected neurons by chance"])
         head = f"{r.model} ({r['top tokens']} top tokens): {spec} of {n} neurons are word-class specialists ({100 * spec / n:.0f} %)"
-        if r["top tokens"] == "all":
+        if "random-direction share" in summary.columns:
+            exp_r, p = float(r["expected neurons, random directions"]), float(r["p vs random directions"])
+            beyond = p < 0.05
+            s = head + (f", against {exp_r:.1f} among as many random directions of the same activations "
+                        f"(Fisher p = {p:.2g}): " + ("more than random directions" if beyond and spec > exp_r else
+                                                    "fewer than random directions" if beyond else
+                                                    "not more than random directions give, so not evidence of "
+                                                    "neurons with a word-class role")
+                        + f" (independent draws at the base rates would give {exp:.1f}, too easy a null)")
+        elif r["top tokens"] == "all":
             s = head + f", against a floor of {exp:.1f} expected by chance (a floor, not a fair null: a neuron firing on one token is trivially a specialist)"
         else:
             s = head + f", {exp:.1f} expected by chance" + (": more than chance" if spec > 2 * exp else ": not clearly more than chance")
@@ -47,23 +64,31 @@ def specialists(summary: pd.DataFrame) -> list[str]:
     return out
 
 
-def head_lines(heads: pd.DataFrame, threshold: float, references: Mapping[str, float] | None = None,
+def head_lines(heads: pd.DataFrame, threshold: float, references: pd.DataFrame | None = None,
                median_len: int | None = None) -> list[str]:
-    """Per model, the head table in words (notebook 06's head table: model, layer, head, label, "r (lower
-    triangle)", "r (full matrix)", "weight at top offset", "top offset", "start-token weight"): how many heads are
-    positional, the range of r on the lower triangle and on the full matrix, the heads that put at least half their
-    attention on one fixed offset, and the mean weight on the start token. ``references``: r of reference attention
-    patterns (uniform, previous-token) for a story of ``median_len`` tokens, printed first."""
+    """Per model, the head table in words (notebook 06's head table: model, layer, head, label, "offset η²",
+    "label (|r| > 0.5 rule)", "r (lower triangle)", "r (full matrix)", "weight at top offset", "top offset",
+    "start-token weight"): how many heads are positional by offset η² and by Rathod et al.'s |r| rule, the range of
+    r, the heads that put at least half their attention on one fixed offset, and the mean weight on the start token.
+    ``references``: :func:`helpers.analysis.attention_stats.reference_heads` for a story of ``median_len`` tokens (the
+    known-answer check of both statistics), printed first."""
     out = []
-    if references:
-        out.append(f"references (median story, {median_len} tokens, global layer): "
-                   + ", ".join(f"{k} r = {v:+.2f}" for k, v in references.items()))
+    if references is not None and len(references):
+        ok = int((references["kind (η² rule)"] == references["expected"]).sum())
+        r_ok = int(((references["label (|r| > 0.5 rule)"] == "positional")
+                    == (references["expected"] == "positional")).sum())
+        out.append(f"known-answer check on synthetic heads ({median_len} tokens): offset η² classifies {ok} of "
+                   f"{len(references)} right; the |r| > 0.5 rule gets {r_ok} of {len(references)} positional-or-not "
+                   "right (" + ", ".join(f"{v['ideal head']} η² = {v['offset η²']:.2f}, r = {v['r (lower triangle)']:+.2f}"
+                                         for v in references.to_dict("records")) + ")")
     for name, h in heads.groupby("model", sort=False):
         n_pos = int((h.label == "positional").sum())
+        n_pos_r = int((h["label (|r| > 0.5 rule)"] == "positional").sum()) if "label (|r| > 0.5 rule)" in h else 0
         fixed = h[h["weight at top offset"] >= 0.5]
         offsets = ", ".join(f"L{r['layer']}H{r['head']}: {r['top offset']} back"
                             for r in fixed.to_dict("records")) or "none"
-        out.append(f"{name}: {n_pos} of {len(h)} heads positional (|r| > {threshold}); r ranges "
+        out.append(f"{name}: {n_pos} of {len(h)} heads positional (offset η² > {threshold}; η² "
+                   f"{h['offset η²'].min():.2f} … {h['offset η²'].max():.2f}), {n_pos_r} by |r| > 0.5; r ranges "
                    f"{h['r (lower triangle)'].min():+.2f} … {h['r (lower triangle)'].max():+.2f} (full-matrix r: "
                    f"{h['r (full matrix)'].min():+.2f} … {h['r (full matrix)'].max():+.2f}); {len(fixed)} heads put "
                    f"≥ 50 % of their attention on one fixed offset ({offsets}); mean start-token weight "

@@ -152,6 +152,38 @@ def plot_correlation_grid(heads: "pd.DataFrame", threshold: float = 0.5):  # noq
     return fig
 
 
+def plot_head_kind_grid(heads: "pd.DataFrame", threshold: float = 0.5):  # noqa: F821
+    """Offset η² per layer × head (0 to 1), one panel per model; each cell is marked with the head's kind: P
+    positional (η² > threshold), S semantic, D diffuse (nearly even attention)."""
+    models = list(dict.fromkeys(heads["model"]))
+    n_heads, n_layers = heads["head"].nunique(), heads["layer"].nunique()
+    fig, axes, inches = panels(len(models), max(2.2, 0.45 * n_heads + 0.9), 0.45 * n_layers + 1.0, extra_width=1.0,
+                               extra_height=1.0)
+    mark = {"positional": "P", "semantic": "S", "diffuse": "D"}
+    im = None
+    for ax, m in zip(axes, models):
+        g = heads[heads["model"] == m]
+        piv = g.pivot(index="layer", columns="head", values="offset η²")
+        kinds = g.pivot(index="layer", columns="head", values="label")
+        im = ax.imshow(piv.values, cmap="viridis", vmin=0, vmax=1, aspect="auto")
+        for (li, hi), v in np.ndenumerate(piv.values):
+            ax.text(hi, li, f"{v:.2f}\n{mark.get(kinds.values[li, hi], '?')}", ha="center", va="center", fontsize=8,
+                    color="black" if v > 0.6 else "white")
+        types = g.drop_duplicates("layer").set_index("layer")["layer type"]
+        ax.set_yticks(range(len(piv.index)))
+        ax.set_yticklabels([f"{li} ({types[li]})" for li in piv.index])
+        ax.set_xticks(range(len(piv.columns)))
+        ax.set(xlabel="head", ylabel="layer")
+        ax.set_title(wrap(m, inches, font_pt(key="axes.titlesize")))
+        ax.grid(False)
+    fig.colorbar(im, ax=axes, shrink=0.9, label="offset η²")
+    n_pos = int((heads["label"] == "positional").sum())
+    fig.suptitle(wrap(f"Share of each head's attention variance explained by the offset alone (η²)\n"
+                      f"P positional (η² > {threshold}), S semantic, D diffuse; {n_pos} of {len(heads)} heads positional",
+                      fig.get_figwidth(), font_pt(key="figure.titlesize")))
+    return fig
+
+
 # qualitative colours, one per word class, told apart without a legend lookup of neighbouring shades
 CLASS_COLOURS = {
     "noun": "#1f77b4", "verb": "#ff7f0e", "adjective": "#2ca02c", "adverb": "#d62728", "name": "#9467bd",

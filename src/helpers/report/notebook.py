@@ -12,11 +12,15 @@ parameters cell is recorded without being typed a second time.
 from __future__ import annotations
 
 import ast
+import io
 import json
+import pprint
+import tokenize
 from pathlib import Path
 from typing import Any, Mapping, NamedTuple, Sequence
 
-from helpers.core.config import PROFILES, repo_root, run_dir, set_threads, shown_path
+from helpers.core.artifacts import write_text
+from helpers.core.config import PROFILES, load_params, repo_root, run_dir, set_threads, shown_path
 
 
 class Setup(NamedTuple):
@@ -79,3 +83,85 @@ def require_decoders(run: str | Path, names: Sequence[str]) -> dict[str, Path]:
                                 f"{', '.join(f'{shown_path(run)}/decoders/{m}/best' for m in missing)}); they are trained by "
                                 f"notebook 02: {how}")
     return model_dir
+
+
+# ----------------------------------------------------------------------------- the parameters cell = the cpu profile
+
+def _parameters_cell(nb: dict) -> dict:
+    cells = [c for c in nb["cells"] if "parameters" in (c.get("metadata", {}).get("tags") or [])]
+    if len(cells) != 1:
+        raise ValueError(f"a notebook must have exactly one cell tagged 'parameters' (it has {len(cells)})")
+    return cells[0]
+
+
+def _source(cell: dict) -> str:
+    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+
+
+def parameters_cell_values(notebook: str) -> dict[str, Any]:
+    """The values the ``parameters`` cell of ``notebook`` assigns (Python literals), in order."""
+    tree = ast.parse(_source(_parameters_cell(json.loads(notebook_path(notebook).read_text(encoding="utf-8")))))
+    return {t.id: ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
+            for t in node.targets if isinstance(t, ast.Name)}
+
+
+def _literal(node: ast.AST) -> Any:
+    try:
+        return ast.literal_eval(node)
+    except ValueError:
+        return _literal  # an expression: never equal to a params value
+
+
+def render_parameters_cell(source: str, values: Mapping[str, Any]) -> str:
+    """``source`` (a parameters cell) with every assigned name whose value differs from ``values[name]`` given that
+    value (a literal laid out by :func:`pprint.pformat`), the comments of each assignment kept, the other lines as
+    they are; names of ``values`` the cell lacks are appended."""
+    lines = source.splitlines()
+    comments: dict[int, str] = {}
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type == tokenize.COMMENT:
+            comments[tok.start[0]] = tok.string
+    out: list[str] = []
+    done: set[str] = set()
+    last = 0
+    for node in ast.parse(source).body:
+        out += lines[last:node.lineno - 1]  # full-line comments and blank lines before the statement
+        last = node.end_lineno
+        names = [t.id for t in node.targets if isinstance(t, ast.Name)] if isinstance(node, ast.Assign) else []
+        if len(names) != 1 or names[0] not in values or _literal(node.value) == values[names[0]]:
+            out += lines[node.lineno - 1:node.end_lineno]  # unchanged values keep their layout
+            done.update(names)
+            continue
+        name = names[0]
+        note = "  ".join(comments[i] for i in range(node.lineno, node.end_lineno + 1) if i in comments)
+        body = pprint.pformat(values[name], width=110 - len(name) - 3, sort_dicts=False)
+        first, *rest = body.splitlines()
+        pad = " " * (len(name) + 3)
+        text = [f"{name} = {first}"] + [pad + r for r in rest]
+        if note:
+            text[-1] += f"  {note}"
+        out += text
+        done.add(name)
+    out += lines[last:]
+    out += [f"{k} = {pprint.pformat(v, width=100, sort_dicts=False)}" for k, v in values.items() if k not in done]
+    return "\n".join(out)
+
+
+def sync_parameters_cell(notebook: str, profile: str = "cpu") -> bool:
+    """Write ``params/<profile>/<NN>_*.yaml`` (and ``profile``) into the ``parameters`` cell of ``notebook``, so that a
+    notebook opened in JupyterLab and run as it is computes what the runner computes for that profile. Returns
+    whether the file changed (written atomically)."""
+    path = notebook_path(notebook)
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    cell = _parameters_cell(nb)
+    new = render_parameters_cell(_source(cell), {"profile": profile, **load_params(profile, path.stem)})
+    if new == _source(cell):
+        return False
+    cell["source"] = new.splitlines(keepends=True)
+    write_text(path, json.dumps(nb, sort_keys=True, indent=1, ensure_ascii=False) + "\n")  # as nbformat writes
+    return True
+
+
+if __name__ == "__main__":  # python -m helpers.report.notebook: the parameters cells follow params/cpu
+    for p in sorted((repo_root() / "notebooks").glob("*.ipynb")):
+        print(f"{p.name}: {'updated' if sync_parameters_cell(p.stem) else 'already the cpu profile'}")

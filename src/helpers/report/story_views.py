@@ -15,7 +15,7 @@ import pandas as pd
 
 from helpers.core.html_table import styled_table
 from helpers.core.stats import bootstrap_mean_interval
-from helpers.judge.validity import CORRUPTIONS, VALIDITY_CRITERIA
+from helpers.judge.validity import VALIDITY_CRITERIA, VALIDITY_KINDS
 from helpers.report.figure_layout import (FIGURE_WIDTH, font_pt, legend_columns, legend_inches, panels, slant_if_crowded,
                                           wrap)
 from helpers.story_eval.folding import ascii_quotes, fold, folded
@@ -24,13 +24,22 @@ from helpers.story_eval.suites import GRADE_COLOURS, GRADES, SUITES
 
 
 def validity_matrix(validity):
-    """Criterion × corruption (then ``all``): the share of pairs (%) where the real ending got the higher grade,
+    """Criterion × pair kind graded (the corruptions, the decoder completions, then ``all``): the share of pairs
+    (%) where the real ending got the higher grade,
     written ``"w [low, high]"`` with its 95 % interval (:func:`helpers.judge.validity.validity_table`'s columns
     ``criterion``, ``corruption``, ``real wins``, ``low``, ``high``, as fractions)."""
     cells = validity.assign(cell=[f"{100 * w:.0f} [{100 * lo:.0f}, {100 * hi:.0f}]" for w, lo, hi in
                                   zip(validity["real wins"], validity["low"], validity["high"])])
     return (cells.pivot(index="criterion", columns="corruption", values="cell")
-            .reindex(index=list(VALIDITY_CRITERIA), columns=[*CORRUPTIONS, "all"]))
+            .reindex(index=list(VALIDITY_CRITERIA), columns=_kinds(validity)))
+
+
+def _kinds(validity) -> list[str]:
+    """The pair kinds of a validity table in their order (:data:`helpers.judge.validity.VALIDITY_KINDS`, any other
+    kind graded, then ``all``)."""
+    present = list(dict.fromkeys(validity["corruption"]))
+    return ([k for k in VALIDITY_KINDS if k in present]
+            + [k for k in present if k not in VALIDITY_KINDS and k != "all"] + (["all"] if "all" in present else []))
 
 
 def plot_validity(validity, title: str):
@@ -38,7 +47,7 @@ def plot_validity(validity, title: str):
     their 95 % intervals and the chance line at 0.5 (a judge that cannot tell real from corrupted endings); the
     legend (chance included) sits below the axes, where it hides no bar, and the y axis runs a little past 1 so
     that an interval ending at 1 keeps its cap."""
-    kinds = [*CORRUPTIONS, "all"]
+    kinds = _kinds(validity)
     ncol = legend_columns([*kinds, "chance (0.5)"])
     fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 3.9 + legend_inches([*kinds, "chance"], ncol)), layout="constrained")
     width = 0.8 / len(kinds)

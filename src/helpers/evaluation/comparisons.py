@@ -1,0 +1,252 @@
+"""Which differences are real: one comparison of two arms (sets of models that differ in one thing, each trained from
+one or more seeds) on the same items, used by every "A vs B" sentence of the reports.
+
+Evaluations feed it **tidy per-item rows** — columns ``model``, ``arm``, ``seed``, ``task``, ``item``, ``value`` (one
+score per item: 1/0 for a minimal pair, a grade, a loss) — made by :func:`tidy_zero_shot` (minimal pairs) or
+:func:`tidy_rows` (any list of per-item dicts: judge grades, suites, GLUE examples, continuation health).
+:func:`compare_arms` then measures the difference twice:
+
+* **over items**: both arms' scores averaged over their seeds, item by item, and a paired bootstrap of the mean
+  difference over the shared items (with McNemar's exact test when each arm has one seed and 0/1 scores). This
+  says which items were drawn, not which seed trained the model;
+* **over seeds**: one mean per (arm, seed) on the shared items; with seeds shared by both arms (the same
+  initialisation seed used across the arms of a comparison) a Student-t interval of the per-seed differences
+  (paired), otherwise Welch's interval of the two arms' seed means. ``n`` is stated.
+
+A difference is called an **effect** only when the seed-level interval excludes 0. Otherwise the verdict gives the
+minimum detectable effect at 80 % power of the design (:func:`helpers.core.stats.minimum_detectable_effect`):
+"no effect larger than ±X". With one seed in an arm nothing can be said about seed noise: the verdict is
+"untestable here". :func:`above_chance_holm` counts "above chance" cells of a model × task grid after Holm's
+correction.
+"""
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy.stats import t as student_t
+
+from helpers.core.stats import (binomial_p_above, holm, mcnemar_exact, minimum_detectable_effect,
+                                paired_bootstrap_difference, t_interval, wilson_interval)
+from helpers.evaluation.minimal_pairs import task_display
+
+TIDY_COLUMNS = ["model", "arm", "seed", "task", "item", "value"]
+QUESTIONS_CAPTION = ("Each question: arm A minus arm B in points (accuracy × 100) on the items both arms scored. Seed CI: "
+                     "Student-t 95 % interval over training seeds (paired seed by seed where the arms share seeds, "
+                     "Welch otherwise); MDE: the smallest difference a two-sided 5 % test detects with 80 % power at "
+                     "this seed SD and n; item CI: paired bootstrap 95 % over items (seed noise not included). "
+                     "Chance: none applies to a difference (0 = no difference); the verdict reads the seed CI only.")
+SEED_SUFFIX = re.compile(r"^(?P<arm>.+?) \(seed (?P<seed>\d+)\)$")
+
+
+def arm_and_seed(model: str, default_seed: int) -> tuple[str, int]:
+    """A model's arm and training seed from the project's naming: ``"<arm> (seed N)"`` is seed ``N`` of ``<arm>``;
+    a name without the suffix is ``default_seed`` (the profile's ``train.seed``)."""
+    m = SEED_SUFFIX.match(str(model))
+    return (m.group("arm"), int(m.group("seed"))) if m else (str(model), int(default_seed))
+
+
+def tidy_rows(rows: Iterable[Mapping[str, Any]], model: str, task: str, item_key: str | Sequence[str],
+              value_key: str, default_seed: int, seed: int | None = None) -> pd.DataFrame:
+    """Per-item dicts of one model on one task → tidy rows (:data:`TIDY_COLUMNS`). ``item_key`` names the field (or
+    fields, joined) that identifies an item across models; ``value_key`` the score; the arm and seed come from the
+    model's name (:func:`arm_and_seed`) unless ``seed`` is given."""
+    keys = [item_key] if isinstance(item_key, str) else list(item_key)
+    arm, s = arm_and_seed(model, default_seed)
+    s = s if seed is None else int(seed)
+    out = [{"model": model, "arm": arm, "seed": s, "task": task,
+            "item": "/".join(str(r[k]) for k in keys), "value": float(r[value_key])} for r in rows]
+    return pd.DataFrame(out, columns=TIDY_COLUMNS)
+
+
+def tidy_zero_shot(results: Mapping[tuple[str, str], Any], default_seed: int | Mapping[str, int]) -> pd.DataFrame:
+    """Tidy rows of zero-shot minimal-pair results (``{(kind, model): EvalResult}``, as
+    :func:`helpers.evaluation.zero_shot.evaluate_many` returns them): one row per scored pair, value 1 when the good
+    sentence scored higher (ties as the result's coin decided), item = ``paradigm/pair_id``, task by its display name
+    (BLiMP, Supp., EWoK), plus a ``kind`` column (decoder / encoder: a decoder and an encoder may share a name).
+    ``default_seed``: the training seed of a model named without ``(seed N)``, one number or one per kind."""
+    frames = []
+    for (kind, model), res in results.items():
+        rows = pd.DataFrame(res.rows)
+        if rows.empty:
+            continue
+        seed = default_seed[kind] if isinstance(default_seed, Mapping) else default_seed
+        for task, g in rows.groupby("task", sort=False):
+            t = tidy_rows(g.to_dict("records"), model, task_display(task), ["paradigm", "pair_id"], "correct", seed)
+            t.insert(0, "kind", kind)
+            frames.append(t)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["kind", *TIDY_COLUMNS])
+
+
+def _welch(a: np.ndarray, b: np.ndarray, confidence: float) -> tuple[float, float, float]:
+    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
+    diff, se = float(a.mean() - b.mean()), math.sqrt(va + vb)
+    if se == 0:
+        return diff, diff, diff
+    df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
+    half = float(student_t.ppf(0.5 + confidence / 2, df)) * se
+    return diff, diff - half, diff + half
+
+
+def compare_arms(rows: pd.DataFrame, arm_a: str, arm_b: str, task: str, *, scale: float = 100.0,
+                 unit: str = "points", confidence: float = 0.95, power: float = 0.8, n_boot: int = 2000,
+                 seed: int = 0) -> dict[str, Any]:
+    """Arm ``arm_a`` minus arm ``arm_b`` on ``task`` from tidy ``rows``, over the items both arms scored with every
+    seed: the effect, its seed-level interval (paired t over shared seeds, else Welch), the seed SD, the minimum
+    detectable effect at ``power``, the item-level interval (paired bootstrap of the seed-averaged scores) and the
+    verdict. Values are multiplied by ``scale`` (100: shares to points)."""
+    part = rows[(rows["task"] == task) & rows["arm"].isin([arm_a, arm_b])]
+    out: dict[str, Any] = {"task": task, "A": arm_a, "B": arm_b, "unit": unit}
+    if part.empty or not {arm_a, arm_b} <= set(part["arm"]):
+        missing = sorted({arm_a, arm_b} - set(part["arm"]))
+        return {**out, "seeds A": 0, "seeds B": 0, "paired seeds": 0, "items": 0, "effect": np.nan,
+                "seed CI low": np.nan, "seed CI high": np.nan, "seed SD": np.nan, "MDE (80 % power)": np.nan,
+                "item CI low": np.nan, "item CI high": np.nan, "McNemar p": np.nan,
+                "verdict": f"untestable here: {', '.join(missing)} not scored on {task} in this run"}
+    # items every (arm, seed) scored: the comparison is on the same items throughout
+    per_model_items = part.groupby(["arm", "seed"])["item"].apply(set)
+    shared = set.intersection(*per_model_items) if len(per_model_items) else set()
+    part = part[part["item"].isin(shared)]
+    wide = part.pivot_table(index="item", columns=["arm", "seed"], values="value", aggfunc="mean") * scale
+    seeds = {arm: sorted(int(s) for a, s in wide.columns if a == arm) for arm in (arm_a, arm_b)}
+    paired = sorted(set(seeds[arm_a]) & set(seeds[arm_b]))
+    means = wide.mean(axis=0)
+    a_by_seed = np.array([means[(arm_a, s)] for s in seeds[arm_a]])
+    b_by_seed = np.array([means[(arm_b, s)] for s in seeds[arm_b]])
+    # over items: each arm's seeds averaged item by item, then a paired bootstrap over items
+    ia, ib = wide[arm_a].mean(axis=1).to_numpy(), wide[arm_b].mean(axis=1).to_numpy()
+    _, item_lo, item_hi = paired_bootstrap_difference(ia, ib, confidence, n_boot, seed)
+    mc_p = np.nan
+    if len(seeds[arm_a]) == len(seeds[arm_b]) == 1 and np.isin(ia / scale, (0.0, 1.0)).all() \
+            and np.isin(ib / scale, (0.0, 1.0)).all():
+        mc_p = mcnemar_exact(ia / scale, ib / scale)[2]
+    # over seeds
+    if len(paired) >= 2:
+        diffs = np.array([means[(arm_a, s)] - means[(arm_b, s)] for s in paired])
+        effect, lo, hi, n, sd = t_interval(diffs, confidence)
+        mde = minimum_detectable_effect(sd, n, paired=True, power=power)
+        design = f"paired over {n} seeds"
+    elif len(a_by_seed) >= 2 and len(b_by_seed) >= 2:
+        effect, lo, hi = _welch(a_by_seed, b_by_seed, confidence)
+        sd = float(np.sqrt((a_by_seed.var(ddof=1) + b_by_seed.var(ddof=1)) / 2))
+        n = min(len(a_by_seed), len(b_by_seed))
+        mde = minimum_detectable_effect(sd, n, paired=False, power=power)
+        design = f"{len(a_by_seed)} vs {len(b_by_seed)} seeds, unpaired"
+    else:
+        effect, lo, hi, sd, mde = float(a_by_seed.mean() - b_by_seed.mean()), np.nan, np.nan, np.nan, np.nan
+        design = f"{len(a_by_seed)} vs {len(b_by_seed)} seed{'s' if max(len(a_by_seed), len(b_by_seed)) > 1 else ''}"
+    out.update({"seeds A": len(seeds[arm_a]), "seeds B": len(seeds[arm_b]), "paired seeds": len(paired),
+                "items": len(wide), "A": arm_a, "B": arm_b, "mean A": float(a_by_seed.mean()),
+                "mean B": float(b_by_seed.mean()), "effect": float(effect), "seed CI low": float(lo),
+                "seed CI high": float(hi), "seed SD": float(sd), "MDE (80 % power)": float(mde),
+                "item CI low": float(item_lo), "item CI high": float(item_hi), "McNemar p": float(mc_p),
+                "design": design})
+    out["verdict"] = verdict(out)
+    return out
+
+
+def verdict(row: Mapping[str, Any]) -> str:
+    """The words for one comparison (a :func:`compare_arms` row): an effect only when the seed-level interval
+    excludes 0; "no effect larger than ±MDE" when it does not; "untestable here" with fewer than two seeds in an
+    arm (the item interval is then named, and said not to be enough)."""
+    unit = row.get("unit", "points")
+    lo, hi, mde = row.get("seed CI low"), row.get("seed CI high"), row.get("MDE (80 % power)")
+    if lo is None or hi is None or not (np.isfinite(lo) and np.isfinite(hi)):
+        items = ""
+        if np.isfinite(row.get("item CI low", np.nan)):
+            items = (f"; the item interval [{row['item CI low']:+.1f}, {row['item CI high']:+.1f}] measures which items "
+                     "were drawn, not seed noise")
+        return (f"untestable here: {row.get('seeds A', 0)} vs {row.get('seeds B', 0)} seeds per arm, a seed-level "
+                f"interval needs at least two in each{items}")
+    if lo > 0 or hi < 0:
+        return f"effect: {row['A']} {'higher' if lo > 0 else 'lower'} than {row['B']} by {abs(row['effect']):.1f} {unit}"
+    return f"no effect larger than ±{mde:.1f} {unit} (80 % power, {row.get('design', '')})"
+
+
+def questions_table(rows: pd.DataFrame, questions: Sequence[Mapping[str, Any]], **kw) -> pd.DataFrame:
+    """One :func:`compare_arms` row per question (``{"question", "a", "b", "task"}``, optionally ``"kind"``:
+    decoder / encoder, when the rows have a ``kind`` column), question first."""
+    out = []
+    for q in questions:
+        part = rows[rows["kind"] == q["kind"]] if "kind" in q and "kind" in rows.columns else rows
+        out.append({"question": q["question"], **compare_arms(part, q["a"], q["b"], q["task"], **kw)})
+    cols = ["question", "task", "A", "B", "seeds A", "seeds B", "paired seeds", "items", "mean A", "mean B", "effect",
+            "seed CI low", "seed CI high", "seed SD", "MDE (80 % power)", "item CI low", "item CI high",
+            "McNemar p", "unit", "verdict"]
+    df = pd.DataFrame(out)
+    return df[[c for c in cols if c in df.columns]]
+
+
+def above_chance_holm(rows: pd.DataFrame, chance: float = 0.5, alpha: float = 0.05) -> pd.DataFrame:
+    """Every model × task cell of 0/1 tidy rows tested against ``chance`` (one-sided exact binomial test over items)
+    and corrected for the family with Holm: columns (kind,) model, task, items, accuracy (%), p, above chance (Holm).
+    The test treats items as independent draws (a cell's paradigms are not modelled)."""
+    keys = ["kind", "model", "task"] if "kind" in rows.columns else ["model", "task"]
+    cells = []
+    for key, g in rows.groupby(keys, sort=False):
+        v = g["value"].to_numpy(dtype=float)
+        cells.append({**dict(zip(keys, key)), "items": len(v), "accuracy (%)": 100 * float(v.mean()),
+                      "p": binomial_p_above(float(v.sum()), len(v), chance)})
+    df = pd.DataFrame(cells, columns=[*keys, "items", "accuracy (%)", "p"])
+    df["above chance (Holm)"] = holm(df["p"].to_numpy(), alpha) if len(df) else []
+    return df
+
+
+def check_questions(questions: Sequence[Mapping[str, Any]], models: Mapping[str, Sequence[str]]) -> None:
+    """Refuse a malformed question before anything is scored: each needs ``question``, ``a``, ``b``, ``task`` and a
+    ``kind`` of ``models`` (e.g. ``{"decoder": [...], "encoder": [...]}``), and its arms must be among that kind's
+    model names (an arm is a name without ``(seed N)``)."""
+    for i, q in enumerate(questions):
+        missing = [k for k in ("question", "a", "b", "task", "kind") if k not in q]
+        if missing:
+            raise ValueError(f"questions[{i}]: missing {', '.join(missing)} (each question needs question, a, b, task, kind)")
+        if q["kind"] not in models:
+            raise ValueError(f"questions[{i}] ({q['question']}): kind must be one of {', '.join(models)}, not {q['kind']!r}")
+        arms = {arm_and_seed(m, 0)[0] for m in models[q["kind"]]}
+        for side in ("a", "b"):
+            if q[side] not in arms:
+                raise ValueError(f"questions[{i}] ({q['question']}): {side} = {q[side]!r} is not a {q['kind']} of this "
+                                 f"profile (arms: {', '.join(sorted(arms))})")
+
+
+def holm_sentence(cells: pd.DataFrame, alpha: float = 0.05) -> str:
+    """How many of the tested model × task cells are above chance after Holm's correction."""
+    k = int(cells["above chance (Holm)"].sum())
+    return (f"{k} of {len(cells)} model × task cells are above chance after Holm's correction for {len(cells)} tests "
+            f"(family-wise α = {alpha:g}; one-sided exact binomial tests over items)")
+
+
+def pll_reductions(results: Mapping[tuple[str, str], Any], kind: str = "encoder", confidence: float = 0.95,
+                   chance: float = 0.5) -> pd.DataFrame:
+    """The encoders' instrument check: per model and task, accuracy under the per-token mean PLL (how they were
+    scored), under the summed PLL (recomputed from the same rows: mean × tokens) and on the pairs whose two sentences
+    have the same number of scored tokens (where the two reductions agree by construction), each with its Wilson
+    interval (ties count half). ``above chance (both)`` is "yes" only when the mean's and the sum's lower bounds are
+    both above ``chance``: a claim that does not hang on the reduction."""
+    rows_out = []
+    for (k, model), res in results.items():
+        if k != kind:
+            continue
+        rows = pd.DataFrame(res.rows)
+        if rows.empty or "n_good" not in rows.columns:
+            continue
+        for task, g in rows.groupby("task", sort=False):
+            sg, sb = g["score_good"] * g["n_good"], g["score_bad"] * g["n_bad"]
+            by = {"mean": g["correct"].astype(float).to_numpy(),
+                  "sum": np.where(sg == sb, 0.5, (sg > sb).astype(float)),
+                  "equal length": g.loc[g["n_good"] == g["n_bad"], "correct"].astype(float).to_numpy()}
+            row: dict[str, Any] = {"kind": kind, "model": model, "task": task_display(task), "pairs": len(g),
+                                   "equal-length pairs": len(by["equal length"])}
+            for name, v in by.items():
+                n = len(v)
+                lo, hi = wilson_interval(float(v.sum()), n, confidence) if n else (np.nan, np.nan)
+                row[f"{name} (%)"] = 100 * float(v.mean()) if n else np.nan
+                row[f"{name} low"], row[f"{name} high"] = 100 * lo, 100 * hi
+            both = row["mean low"] > 100 * chance and row["sum low"] > 100 * chance
+            either = row["mean low"] > 100 * chance or row["sum low"] > 100 * chance
+            row["above chance (both)"] = "yes" if both else ("one reduction only" if either else "no")
+            rows_out.append(row)
+    return pd.DataFrame(rows_out)

@@ -1,0 +1,170 @@
+"""Comparisons of two models: paired over items, t-intervals over seeds, the minimum detectable effect, Holm's
+correction, and the verdicts that decide whether a difference is real (known answers on toy data)."""
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import binomtest, ttest_1samp
+
+from helpers.core import stats as S
+from helpers.evaluation import comparisons as C
+from helpers.report import eval_findings, findings
+
+
+def test_mcnemar_counts_discordant_pairs_and_matches_the_binomial_test():
+    a = np.array([1] * 8 + [0] * 2 + [1] * 30 + [0] * 60)
+    b = np.array([0] * 8 + [1] * 2 + [1] * 30 + [0] * 60)
+    ab, ba, p = S.mcnemar_exact(a, b)
+    assert (ab, ba) == (8, 2)
+    assert p == pytest.approx(binomtest(8, 10, 0.5).pvalue)
+    assert S.mcnemar_exact(a, a)[2] == 1.0
+    with pytest.raises(ValueError, match="0/1"):
+        S.mcnemar_exact(a * 0.5, b)
+
+
+def test_t_interval_known_values_and_one_seed_gives_no_interval():
+    mean, lo, hi, n, sd = S.t_interval([1.0, 2.0, 3.0])
+    assert (mean, n, sd) == (2.0, 3, 1.0)
+    assert hi - mean == pytest.approx(4.302653 / np.sqrt(3), rel=1e-5)
+    m1, lo1, hi1, n1, _ = S.t_interval([5.0])
+    assert m1 == 5.0 and n1 == 1 and np.isnan(lo1) and np.isnan(hi1)
+
+
+def test_minimum_detectable_effect_has_about_the_stated_power():
+    """At a true paired difference equal to the MDE, a paired t-test at 5 % rejects about 80 % of the time."""
+    rng = np.random.default_rng(0)
+    sd, n = 2.0, 6
+    mde = S.minimum_detectable_effect(sd, n, paired=True)
+    d = rng.normal(mde, sd, (4000, n))
+    hits = (ttest_1samp(d, 0.0, axis=1).pvalue < 0.05).mean()
+    assert 0.74 < hits < 0.86
+    assert S.minimum_detectable_effect(sd, 1) != S.minimum_detectable_effect(sd, 1)  # NaN with one seed
+    assert S.minimum_detectable_effect(sd, 4, paired=False) > S.minimum_detectable_effect(sd, 4, paired=True)
+
+
+def test_holm_step_down():
+    assert list(S.holm([0.01, 0.04, 0.03, 0.2])) == [True, False, False, False]
+    assert list(S.holm([0.001, 0.012, 0.04])) == [True, True, True]  # 0.001<=.05/3, 0.012<=.025, 0.04<=.05
+    assert list(S.holm([np.nan, 0.01])) == [False, True]
+
+
+def test_paired_bootstrap_cancels_what_the_items_share():
+    rng = np.random.default_rng(1)
+    hard = rng.normal(0, 5, 400)  # item difficulty shared by both models
+    a, b = hard + 0.3 + rng.normal(0, 0.1, 400), hard + rng.normal(0, 0.1, 400)
+    d, lo, hi = S.paired_bootstrap_difference(a, b)
+    assert lo > 0 and d == pytest.approx(0.3, abs=0.05)
+
+
+def _rows(arm, seeds_acc, n_items=4000, task="BLiMP", seed=0):
+    """0/1 item scores whose mean is exactly ``acc`` per seed (a random set of items right)."""
+    rng = np.random.default_rng(seed)
+    frames = []
+    for s, acc in seeds_acc.items():
+        v = np.zeros(n_items)
+        v[rng.permutation(n_items)[: int(round(acc * n_items))]] = 1
+        model = arm if s == 42 else f"{arm} (seed {s})"
+        frames.append(pd.DataFrame({"model": model, "arm": arm, "seed": s, "task": task,
+                                    "item": [f"p/{i}" for i in range(n_items)], "value": v}))
+    return pd.concat(frames, ignore_index=True)
+
+
+def test_items_separate_but_seeds_do_not_is_no_effect():
+    """A toy case where the item interval excludes 0 but seed-to-seed differences change sign: not an effect, and
+    the verdict names the smallest effect the design could detect."""
+    rows = pd.concat([_rows("A", {42: 0.60, 1: 0.52, 2: 0.59}, seed=1), _rows("B", {42: 0.54, 1: 0.54, 2: 0.54}, seed=2)])
+    r = C.compare_arms(rows, "A", "B", "BLiMP")
+    assert r["item CI low"] > 0  # the items alone would call it real
+    assert r["seed CI low"] < 0 < r["seed CI high"] and r["paired seeds"] == 3
+    assert r["verdict"].startswith("no effect larger than ±") and f"{r['MDE (80 % power)']:.1f}" in r["verdict"]
+    lines = eval_findings.question_lines(C.questions_table(rows, [{"question": "q", "a": "A", "b": "B", "task": "BLiMP"}]))
+    assert len(lines) == 1 and "real" not in lines[0] and "no effect larger than" in lines[0]
+
+
+def test_items_and_seeds_separate_is_an_effect():
+    rows = pd.concat([_rows("A", {42: 0.60, 1: 0.61, 2: 0.595}, seed=3), _rows("B", {42: 0.54, 1: 0.545, 2: 0.54}, seed=4)])
+    r = C.compare_arms(rows, "A", "B", "BLiMP")
+    assert r["seed CI low"] > 0 and r["verdict"].startswith("effect: A higher than B by 6.0 points")
+
+
+def test_one_seed_per_arm_is_untestable_whatever_the_items_say():
+    rows = pd.concat([_rows("A", {42: 0.70}, seed=5), _rows("B", {42: 0.50}, seed=6)])
+    r = C.compare_arms(rows, "A", "B", "BLiMP")
+    assert r["item CI low"] > 0 and r["McNemar p"] < 1e-6
+    assert r["verdict"].startswith("untestable here: 1 vs 1 seeds")
+
+
+def test_unpaired_seeds_use_welch_and_only_shared_items_count():
+    a = _rows("A", {42: 0.6, 7: 0.62}, seed=7)
+    b = _rows("B", {3: 0.5, 4: 0.52}, seed=8)
+    b = b[b["item"] != "p/0"]  # an item B never scored is left out for both
+    r = C.compare_arms(pd.concat([a, b]), "A", "B", "BLiMP")
+    assert r["paired seeds"] == 0 and r["items"] == 3999 and r["seeds A"] == r["seeds B"] == 2
+    assert r["effect"] == pytest.approx(10.0, abs=0.1) and r["verdict"].startswith("effect: A higher")
+    assert C.compare_arms(pd.concat([a, b]), "A", "C", "BLiMP")["verdict"].startswith("untestable here: C not scored")
+
+
+def test_arm_and_seed_from_names():
+    assert C.arm_and_seed("baby-500k+tiny-500k (seed 7)", 42) == ("baby-500k+tiny-500k", 7)
+    assert C.arm_and_seed("tiny-1M", 42) == ("tiny-1M", 42)
+
+
+def test_above_chance_counts_survivors_of_holm():
+    rows = pd.concat([_rows("good", {42: 0.60}, 2000, seed=9), _rows("chance", {42: 0.50}, 2000, seed=10)])
+    cells = C.above_chance_holm(rows)
+    assert list(cells["above chance (Holm)"]) == [True, False]
+    assert C.holm_sentence(cells).startswith("1 of 2 model × task cells are above chance after Holm")
+
+
+def test_zero_shot_findings_never_call_item_separation_real():
+    ci = pd.DataFrame({"kind": ["decoder", "decoder"], "model": ["a", "b"], "task": ["BLiMP"] * 2,
+                       "pairs": [50000, 50000], "accuracy": [60.0, 55.0], "ci_low": [59.5, 54.5], "ci_high": [60.5, 55.5]})
+    text = " ".join(findings.zero_shot(ci))
+    assert "do not overlap" in text and "real difference" not in text and "a difference on these items" in text
+
+
+def test_expand_seeds_names_each_seed_so_arms_pair_up():
+    from helpers.training.recipes import expand_seeds
+    mixes = [{"name": "a", "corpora": ["x"], "seeds": [42, 7]}, {"name": "b", "corpora": ["y"], "balanced": True}]
+    out = expand_seeds(mixes, 42)
+    assert [(m["name"], m.get("seed")) for m in out] == [("a", 42), ("a (seed 7)", 7), ("b", None)]
+    assert all("seeds" not in m for m in out) and out[2]["balanced"] is True
+    assert [C.arm_and_seed(m["name"], 42) for m in out[:2]] == [("a", 42), ("a", 7)]
+    with pytest.raises(ValueError, match="named twice"):
+        expand_seeds(mixes + [{"name": "a (seed 7)", "corpora": ["x"]}], 42)
+    with pytest.raises(ValueError, match="distinct"):
+        expand_seeds([{"name": "a", "corpora": ["x"], "seeds": [1, 1]}], 42)
+
+
+def test_tidy_zero_shot_keys_rows_by_kind_model_seed_task_item():
+    from types import SimpleNamespace
+    rows = [{"task": "blimp", "paradigm": "p", "pair_id": str(i), "correct": bool(i % 2)} for i in range(4)]
+    res = {("decoder", "tiny-1M"): SimpleNamespace(rows=rows), ("encoder", "tiny-1M (seed 7)"): SimpleNamespace(rows=rows)}
+    t = C.tidy_zero_shot(res, {"decoder": 42, "encoder": 42})
+    assert list(t.columns) == ["kind", *C.TIDY_COLUMNS] and len(t) == 8
+    assert set(t["task"]) == {"BLiMP"} and list(t["item"][:2]) == ["p/0", "p/1"] and list(t["value"][:2]) == [0.0, 1.0]
+    assert t.groupby("kind")["seed"].first().to_dict() == {"decoder": 42, "encoder": 7}
+    assert set(t["arm"]) == {"tiny-1M"}  # a decoder and an encoder share the name; questions pick by kind
+
+
+def test_check_questions_refuses_unknown_arms_and_kinds():
+    models = {"decoder": ["tiny-1M"], "encoder": ["a", "a (seed 7)"]}
+    C.check_questions([{"question": "q", "a": "a", "b": "a", "task": "BLiMP", "kind": "encoder"}], models)
+    with pytest.raises(ValueError, match="'b' is not|b = 'zzz' is not an? encoder"):
+        C.check_questions([{"question": "q", "a": "a", "b": "zzz", "task": "BLiMP", "kind": "encoder"}], models)
+    with pytest.raises(ValueError, match="kind must be one of"):
+        C.check_questions([{"question": "q", "a": "a", "b": "a", "task": "BLiMP", "kind": "judge"}], models)
+    with pytest.raises(ValueError, match="missing kind"):
+        C.check_questions([{"question": "q", "a": "a", "b": "a", "task": "BLiMP"}], models)
+
+
+def test_pll_reductions_recompute_the_sum_and_agree_on_equal_lengths():
+    from types import SimpleNamespace
+    # pair 0: mean prefers good, sum prefers bad (good is longer); pair 1: equal lengths, both prefer good
+    rows = [{"task": "blimp", "paradigm": "p", "pair_id": "0", "score_good": -1.0, "score_bad": -1.5,
+             "n_good": 4, "n_bad": 2, "correct": True},
+            {"task": "blimp", "paradigm": "p", "pair_id": "1", "score_good": -1.0, "score_bad": -2.0,
+             "n_good": 3, "n_bad": 3, "correct": True}]
+    t = C.pll_reductions({("encoder", "e"): SimpleNamespace(rows=rows), ("decoder", "d"): SimpleNamespace(rows=rows)})
+    assert len(t) == 1 and t.loc[0, "mean (%)"] == 100.0 and t.loc[0, "sum (%)"] == 50.0
+    assert t.loc[0, "equal-length pairs"] == 1 and t.loc[0, "equal length (%)"] == 100.0
+    assert t.loc[0, "above chance (both)"] == "no"  # two pairs: nothing is above chance
