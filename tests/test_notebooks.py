@@ -28,5 +28,8 @@ def test_notebook_smoke(name, scratch, monkeypatch):
     assert key in manifest and manifest[key]["inputs_sha256"], "the notebook must record its inputs"
     last = json.loads((out / "timings_history.jsonl").read_text().splitlines()[-1])
     assert last["notebook"] == name and last["seconds"] > 0 and last["revision"]
+    if name.startswith("01_"):  # every derived file a later notebook reads is checked through the ledger
+        ledger = json.loads((scratch / "runs" / "smoke" / "data" / "ledger.json").read_text())
+        assert {"tiny-heldout.jsonl", "tiny-valid.jsonl"} <= set(ledger["checksums"]), sorted(ledger["checksums"])
     meta = json.loads((out / "notebooks" / name).read_text())["metadata"]["papermill"]
     assert (meta["input_path"], meta["output_path"]) == (f"notebooks/{name}", f"reports/smoke/notebooks/{name}")
