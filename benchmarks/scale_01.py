@@ -1,4 +1,4 @@
-"""Notebook 01 at a chosen corpus size: time and peak memory (RSS) per step (issue #42).
+"""Notebook 01 at a chosen corpus size: time and peak memory (RSS) per step.
 
     python benchmarks/scale_01.py --words 440e6 --dir /big/tmp/scale   # the paper's size (~2.3 GB of stories)
     python benchmarks/scale_01.py --words 20e6 --json                  # a quick one (tests/test_scale_01.py)

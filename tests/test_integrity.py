@@ -1,4 +1,4 @@
-"""Issue #40, "nothing stuck, nothing leaked, no good model replaced by a bad one": secrets never reach outputs,
+"""Nothing stuck, nothing leaked, no good model replaced by a bad one: secrets never reach outputs,
 params are checked to the last nested key before anything runs, damaged artefacts are named with the command that
 rebuilds them, a retrained model replaces a finished one only when sane, every writer takes the profile's lock.
 

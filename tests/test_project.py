@@ -349,8 +349,8 @@ def test_cited_docs_exist_with_their_anchors():
 
 
 def test_readme_tree_lists_every_helpers_module():
-    """The README's "where things live" tree names every module of src/helpers (and no other), stage by stage."""
-    readme = (ROOT / "README.md").read_text()
+    """docs/architecture.md's "where things live" tree names every module of src/helpers (and no other), stage by stage."""
+    readme = (ROOT / "docs" / "architecture.md").read_text()
     listed: dict[str, set[str]] = {}
     stage = None
     for line in readme.splitlines():

@@ -1,4 +1,4 @@
-"""Notebook 01 must not hold the corpus in memory (issue #42): its code cells run on a generated corpus of two sizes
+"""Notebook 01 must not hold the corpus in memory: its code cells run on a generated corpus of two sizes
 (``benchmarks/scale_01.py``, in subprocesses) and the peak RSS may grow by less than 0.75 byte per byte of corpus
 added. Code that keeps every story or every word as Python objects grows by 5-20 bytes per byte and fails.
 

@@ -1,6 +1,6 @@
 """storybench helpers: one subpackage per pipeline stage, one concept per module.
 
-Data flows one way, stage by stage (``tests/test_project.py`` checks it; the README's "Where things live" says what
+Data flows one way, stage by stage (``tests/test_project.py`` checks it; ``docs/architecture.md`` says what
 each module holds)::
 
     core -> data -> models -> training -> generation -> diversity -> evaluation -> judge -> story_eval

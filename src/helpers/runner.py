@@ -306,7 +306,7 @@ def kernel_transport() -> dict:
 
 def machine_note(profile: str) -> str | None:
     """A warning before a cpu-profile run on a machine without a GPU or native bf16 (an AVX2-only CPU): the
-    profile's training runs in fp32 there, and the whole run takes hours rather than about an hour (README)."""
+    profile's training runs in fp32 there, and the whole run takes hours rather than about an hour (README, "Time, on named CPUs")."""
     if profile != "cpu":
         return None
     from helpers.core.hardware import cpu_info, gpu_names, native_bf16
@@ -314,8 +314,8 @@ def machine_note(profile: str) -> str | None:
     if gpu_names() or native_bf16("cpu"):
         return None
     return (f"note: {cpu_info()['label']} has no native bf16 (AMX or AVX512-BF16) and no GPU is visible, so training "
-            f"runs in fp32: expect the cpu profile to take several times the reference run's hour (README, 'The "
-            f"notebooks', estimates it)")
+            f"runs in fp32: expect the cpu profile to take several times the reference run's hour (README, 'Time, "
+            f"on named CPUs', estimates it: ~3-3.5 h)")
 
 
 def _run(profile: str, todo: list[tuple[Path, dict]], log_output: bool) -> list[dict]:
