@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # storybench: set-up plus the study, or the tests.
-#   ./run_all.sh [--profile smoke|cpu|paper|paper-100m] [--only 01,03] [--from 02] [--log-output]   run the notebooks (default profile: cpu)
+#   ./run_all.sh [--profile smoke|cpu|paper|paper-100m|NAME] [--only 01,03] [--from 02] [--set NN.KEY=VALUE] [--log-output]   run the notebooks (default profile: cpu)
 #   ./run_all.sh --tests [pytest args]                                   run the test suite
 #   ./run_all.sh --setup                                                 only create/refresh .venv
 #   ./run_all.sh --list | --help                                         answer at once, without any set-up
@@ -15,7 +15,7 @@ TORCH_CPU_INDEX="https://download.pytorch.org/whl/cpu"
 
 usage() {
   cat <<'EOF'
-usage: ./run_all.sh [--profile PROFILE] [--only 01,03] [--from 02] [--log-output]
+usage: ./run_all.sh [--profile PROFILE] [--only 01,03] [--from 02] [--set NN.KEY=VALUE ...] [--log-output]
        ./run_all.sh --tests [pytest arguments]
        ./run_all.sh --setup | --list | --help
 
@@ -23,9 +23,11 @@ Runs the study's notebooks headlessly (papermill): each notebooks/NN_*.ipynb get
 injected into its parameters cell; executed copies, tables and figures land in reports/<profile>/.
 
 options:
-  --profile PROFILE   smoke | cpu | paper | paper-100m (default cpu)
+  --profile PROFILE   smoke | cpu | paper | paper-100m | a user profile: a folder params/<name>/ (default cpu)
   --only 01,03        just these notebooks (comma-separated numbers)
   --from 02           from this notebook number on
+  --set NN.KEY=VALUE  override one parameter of notebook NN for this run, e.g. 02.train.lr=1e-3 (repeatable);
+                      the variant runs into runs/variants/ and reports/variants/, never the profile's own folders
   --log-output        stream cell output to the terminal
   --list              list the notebooks and exit (no set-up)
   --tests [ARGS]      set-up, then the test suite (python -m pytest ARGS)

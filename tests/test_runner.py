@@ -1,3 +1,4 @@
+import json
 import os
 
 import pytest
@@ -91,3 +92,52 @@ def test_machine_note_warns_a_cpu_run_without_bf16_or_gpu(monkeypatch):
     monkeypatch.setattr(hardware, "native_bf16", lambda device="cpu": False)
     monkeypatch.setattr(hardware, "gpu_names", lambda: ["Some GPU"])
     assert runner.machine_note("cpu") is None
+
+
+def test_set_overrides_a_nested_parameter_and_refuses_what_nothing_declares(repo):
+    over = runner.parse_overrides(["02.train.lr=1e-3", "02.sample_tokens=7"])
+    assert over == {"02": {"train.lr": 0.001, "sample_tokens": 7}}  # YAML 1.2 numbers, as in the params files
+    nbs = runner.select(runner.notebooks(), "01,02", None)
+    params = dict((nb.name, p) for nb, p in runner.plan("smoke", nbs, over))
+    assert params["02_decoder_training.ipynb"]["train"]["lr"] == 0.001
+    assert params["02_decoder_training.ipynb"]["train"]["steps"] > 0  # the rest of the mapping kept
+    with pytest.raises(runner.RunnerError, match=r"train\.lrr is not a parameter of train"):
+        runner.plan("smoke", nbs, runner.parse_overrides(["02.train.lrr=1"]))
+    with pytest.raises(runner.RunnerError, match="notebook 05 is not part of this run"):
+        runner.plan("smoke", nbs, runner.parse_overrides(["05.seed=1"]))
+    with pytest.raises(runner.RunnerError, match="expected NN.key=value"):
+        runner.parse_overrides(["train.lr=1"])
+    with pytest.raises(runner.RunnerError, match="sample_tokens is not a mapping"):
+        runner.plan("smoke", nbs, runner.parse_overrides(["02.sample_tokens.x=1"]))
+    with pytest.raises(runner.RunnerError, match=r"key\(s\) \['seedz'\] are not declared"):
+        runner.plan("smoke", nbs, runner.parse_overrides(["02.seedz=1"]))
+
+
+def test_a_set_run_writes_a_variant_and_never_the_profiles_own_folders(repo, tmp_path, monkeypatch):
+    """./run_all.sh --set 02.train.lr=1e-3 --profile smoke --only 01,02: the notebooks run into runs/variants/<id>/
+    and reports/variants/<id>/ with the override injected; runs/smoke and reports/smoke (and cpu) stay untouched."""
+    seen = {}
+
+    def fake_run(profile, todo, log_output):
+        seen.update(runs=os.environ["STORYBENCH_RUNS"], reports=os.environ["STORYBENCH_REPORTS"],
+                    params={nb.name: p for nb, p in todo})
+        return [{"notebook": nb.name, "seconds": 1.0} for nb, _ in todo]
+
+    monkeypatch.setattr(runner, "_run", fake_run)
+    assert runner.main(["--set", "02.train.lr=1e-3", "--profile", "smoke", "--only", "01,02"]) == 0
+    vid = runner.variant_id("smoke", {"02": {"train.lr": 0.001}})
+    assert seen["runs"] == str(tmp_path / "runs" / "variants" / vid)
+    assert seen["reports"] == str(tmp_path / "reports" / "variants" / vid)
+    assert seen["params"]["02_decoder_training.ipynb"]["train"]["lr"] == 0.001
+    written = json.loads((tmp_path / "reports" / "variants" / vid / "smoke" / "overrides.json").read_text())
+    assert written == {"profile": "smoke", "set": {"02": {"train.lr": 0.001}}}
+    assert not (tmp_path / "reports" / "smoke").exists() and not (tmp_path / "runs" / "smoke").exists()
+
+
+def test_a_params_folder_is_a_user_profile(repo):
+    (repo / "params" / "mine").mkdir()
+    (repo / "params" / "mine" / "01_data_budgets.yaml").write_bytes((repo / "params" / "smoke" / "01_data_budgets.yaml").read_bytes())
+    assert "mine" in config.profiles() and config.check_profile("mine") == "mine"
+    assert runner.plan("mine", runner.select(runner.notebooks(), "01", None))[0][1]["profile"] == "mine"
+    with pytest.raises(ValueError, match="a user profile is a folder params/<name>/"):
+        config.check_profile("nope")

@@ -12,16 +12,19 @@ from __future__ import annotations
 
 import argparse
 import ast
+import hashlib
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from helpers.core.artifacts import write_text
 from helpers.core.locking import ProfileBusy, ProfileLock
-from helpers.core.config import (PROFILES, ParamsError, check_params, check_profile, mask_secrets, params_file, read_yaml,
-                     repo_root, reports_dir, secret_values, shown_path)
+from helpers.core.config import (ParamsError, check_params, check_profile, mask_secrets, params_file, parse_value,
+                                 profiles, read_yaml, repo_root, reports_dir, run_dir, secret_values, shown_path)
 
 
 class RunnerError(RuntimeError):
@@ -97,10 +100,52 @@ def _running_cell(out: Path) -> str:
     return f"cell {i}" + (f" ({src[0][:60]!r})" if src else "")
 
 
-def plan(profile: str, nbs: list[Path]) -> list[tuple[Path, dict]]:
-    """Validate every notebook's params before running anything."""
+def parse_overrides(items: list[str] | None) -> dict[str, dict[str, Any]]:
+    """``["02.train.lr=1e-3", "05.seed=1"]`` → ``{"02": {"train.lr": 0.001}, "05": {"seed": 1}}``: notebook number,
+    dotted key, value read as YAML (:func:`helpers.core.config.parse_value`)."""
+    out: dict[str, dict[str, Any]] = {}
+    for item in items or []:
+        m = re.fullmatch(r"(\d+[a-z]?)\.([A-Za-z_][\w.]*)=(.*)", item, flags=re.S)
+        if not m:
+            raise RunnerError(f"--set {item!r}: expected NN.key=value, e.g. 02.train.lr=1e-3 (a nested key with dots)")
+        try:
+            out.setdefault(m.group(1), {})[m.group(2)] = parse_value(m.group(3))
+        except ParamsError as e:
+            raise RunnerError(f"--set {item!r}: {e}") from None
+    return out
+
+
+def apply_overrides(params: dict, overrides: dict[str, Any], where: str) -> dict:
+    """``params`` with each dotted key of ``overrides`` set (a copy; nested mappings copied on the way down). A key
+    whose parent is not a mapping is refused; unknown keys are left to the parameter checks that follow."""
+    out = dict(params)
+    for key, value in overrides.items():
+        *path, last = key.split(".")
+        node = out
+        for i, part in enumerate(path):
+            child = node.get(part, {})
+            if not isinstance(child, dict):
+                raise RunnerError(f"--set {where}.{key}: {'.'.join(path[:i + 1])} is not a mapping in the params")
+            node[part] = dict(child)
+            node = node[part]
+        node[last] = value
+    return out
+
+
+def variant_id(profile: str, overrides: dict[str, dict[str, Any]]) -> str:
+    """A short, stable name for a profile run with ``--set`` overrides: ``<profile>-<8 hex of the overrides>``."""
+    blob = json.dumps(overrides, sort_keys=True, default=str)
+    return f"{profile}-{hashlib.sha256(blob.encode()).hexdigest()[:8]}"
+
+
+def plan(profile: str, nbs: list[Path], overrides: dict[str, dict[str, Any]] | None = None) -> list[tuple[Path, dict]]:
+    """Validate every notebook's params (with the ``--set`` overrides applied) before running anything."""
     check_profile(profile)
+    overrides = overrides or {}
     out, errors = [], []
+    chosen = {nb_id(nb).split("_")[0] for nb in nbs}
+    for key in sorted(set(overrides) - chosen):
+        errors.append(f"--set {key}.…: notebook {key} is not part of this run (--only/--from); nothing would use it")
     for nb in nbs:
         try:
             pf = params_file(profile, nb_id(nb))
@@ -115,6 +160,13 @@ def plan(profile: str, nbs: list[Path]) -> list[tuple[Path, dict]]:
         if not isinstance(params, dict):
             errors.append(f"{pf} must hold a mapping of parameter names to values")
             continue
+        mine = overrides.get(nb_id(nb).split("_")[0], {})
+        if mine:
+            try:
+                params = apply_overrides(params, mine, nb_id(nb).split("_")[0])
+            except RunnerError as e:
+                errors.append(str(e))
+                continue
         declared = declared_parameters(nb)
         try:
             check_params(params, declared_defaults(declared), source=str(pf.relative_to(repo_root())), notebook=nb_id(nb))
@@ -136,8 +188,25 @@ def plan(profile: str, nbs: list[Path]) -> list[tuple[Path, dict]]:
     return out
 
 
-def run(profile: str = "cpu", only: str | None = None, start: str | None = None, log_output: bool = False) -> list[dict]:
-    todo = plan(profile, select(notebooks(), only, start))
+def variant_roots(profile: str, overrides: dict[str, dict[str, Any]]) -> tuple[Path, Path]:
+    """Where a ``--set`` run writes: ``runs/variants/<id>/`` and ``reports/variants/<id>/`` (under the current runs
+    and reports roots), so a variant never touches ``runs/<profile>/`` or the committed ``reports/<profile>/``."""
+    vid = variant_id(profile, overrides)
+    runs = Path(os.environ.get("STORYBENCH_RUNS", repo_root() / "runs")) / "variants" / vid
+    reports = Path(os.environ.get("STORYBENCH_REPORTS", repo_root() / "reports")) / "variants" / vid
+    return runs, reports
+
+
+def run(profile: str = "cpu", only: str | None = None, start: str | None = None, log_output: bool = False,
+        overrides: dict[str, dict[str, Any]] | None = None) -> list[dict]:
+    todo = plan(profile, select(notebooks(), only, start), overrides)
+    if overrides:  # a variant: its own run and report folders, the overrides written beside the reports
+        runs, reports = variant_roots(profile, overrides)
+        os.environ["STORYBENCH_RUNS"], os.environ["STORYBENCH_REPORTS"] = str(runs), str(reports)
+        write_text(reports_dir(profile) / "overrides.json", json.dumps({"profile": profile, "set": overrides},
+                                                                       indent=1, sort_keys=True) + "\n")
+        print(f"storybench: a variant of {profile} ({', '.join(f'{k}.{kk}={v!r}' for k, o in overrides.items() for kk, v in o.items())}): "
+              f"runs in {shown_path(run_dir(profile))}, reports in {shown_path(reports_dir(profile))}", flush=True)
     try:
         lock = ProfileLock(profile).__enter__()
     except ProfileBusy as e:
@@ -176,7 +245,7 @@ def headless_environment() -> None:
         os.environ.setdefault(var, "1")
 
 
-_CR = __import__("re").compile(r"[^\n]*\r(?=[^\n])")
+_CR = re.compile(r"[^\n]*\r(?=[^\n])")
 
 
 def _collapse_streams(nb: dict) -> bool:
@@ -403,7 +472,11 @@ def _short(p: Path) -> str:
 def main(argv: list[str] | None = None) -> int:
     prog = "storybench" if Path(sys.argv[0]).name == "storybench" else "run_all.sh"  # the console command, or the script
     ap = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--profile", default="cpu", help=f"one of {', '.join(PROFILES)} (default cpu)")
+    ap.add_argument("--profile", default="cpu", help=f"one of {', '.join(profiles())} (default cpu; a user profile is a "
+                                                     "folder params/<name>/)")
+    ap.add_argument("--set", action="append", metavar="NN.KEY=VALUE", dest="overrides",
+                    help="override one parameter of notebook NN for this run, e.g. 02.train.lr=1e-3 (repeatable; "
+                         "the run goes to runs/variants/ and reports/variants/, never the profile's own folders)")
     ap.add_argument("--only", help="comma-separated notebook numbers, e.g. 01,03")
     ap.add_argument("--from", dest="start", help="run from this notebook number on")
     ap.add_argument("--list", action="store_true", help="list the notebooks and exit")
@@ -414,7 +487,8 @@ def main(argv: list[str] | None = None) -> int:
             for p in notebooks():
                 print(p.name)
             return 0
-        timings = run(a.profile, a.only, a.start, a.log_output)
+        overrides = parse_overrides(a.overrides)
+        timings = run(a.profile, a.only, a.start, a.log_output, overrides)
     except RunInterrupted as e:
         print(f"\nrun_all: {e}", file=sys.stderr, flush=True)
         return 130
@@ -425,7 +499,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"run_all: error: {e}", file=sys.stderr)
         return 1
     total = sum(t["seconds"] for t in timings)
-    print(f"\nall done: {len(timings)} notebook(s) in {total / 60:.1f} min; reports in reports/{a.profile}/")
+    print(f"\nall done: {len(timings)} notebook(s) in {total / 60:.1f} min; reports in {shown_path(reports_dir(a.profile))}/")
     return 0
 
 

@@ -57,9 +57,25 @@ def shown_path(path: str | os.PathLike) -> str:
     return f".../{p.name}"
 
 
+NOT_PROFILES = ("paper_reference",)  # folders of params/ that hold no profile
+
+
+def profiles() -> tuple[str, ...]:
+    """The built-in profiles, then every user profile: a folder ``params/<name>/`` (letters, digits, ``-``, ``_``)
+    holding ``NN_*.yaml`` files, checked against the notebooks' declared parameters like the built-in ones; its
+    runs and reports go to ``runs/<name>/`` and ``reports/<name>/``."""
+    root = repo_root() / "params"
+    users = sorted(d.name for d in root.iterdir() if d.is_dir() and d.name not in PROFILES + NOT_PROFILES
+                   and re.fullmatch(r"[A-Za-z0-9_-]+", d.name) and any(d.glob("[0-9][0-9]*_*.yaml"))) \
+        if root.is_dir() else []
+    return PROFILES + tuple(users)
+
+
 def check_profile(profile: str) -> str:
-    if profile not in PROFILES:
-        raise ValueError(f"unknown profile {profile!r}; choose one of {', '.join(PROFILES)}")
+    known = profiles()
+    if profile not in known:
+        raise ValueError(f"unknown profile {profile!r}; choose one of {', '.join(known)} (a user profile is a folder "
+                         "params/<name>/ with one NN_*.yaml per notebook)")
     return profile
 
 
@@ -128,6 +144,15 @@ def _no_duplicate_keys(loader: _Yaml12Loader, node: yaml.MappingNode, deep: bool
 
 
 _Yaml12Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicate_keys)
+
+
+def parse_value(text: str) -> Any:
+    """A value given on the command line (``--set 02.train.lr=1e-3``), read as YAML 1.2 like the params files:
+    ``1e-3`` a float, ``[a, b]`` a list, ``null`` None, anything else a string."""
+    try:
+        return yaml.load(text, Loader=_Yaml12Loader)
+    except yaml.YAMLError as e:
+        raise ParamsError(f"cannot read {text!r} as a value: {str(e).splitlines()[0]}") from None
 
 
 def read_yaml(path: str | os.PathLike) -> Any:
@@ -455,9 +480,10 @@ def _producer(path: Path) -> tuple[str, str | None] | None:
     """(notebook, profile or None) that makes ``path`` (``runs/<profile>/<folder>/…``), None when unknown."""
     parts = Path(path).parts
     hits = [i for i in range(len(parts) - 1, 0, -1) if parts[i] in PRODUCERS]
-    hits = [i for i in hits if parts[i - 1] in PROFILES] or hits
+    known = profiles()
+    hits = [i for i in hits if parts[i - 1] in known] or hits
     for i in hits[:1]:
-        return PRODUCERS[parts[i]], parts[i - 1] if parts[i - 1] in PROFILES else None
+        return PRODUCERS[parts[i]], parts[i - 1] if parts[i - 1] in known else None
     return None
 
 

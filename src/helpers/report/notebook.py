@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Mapping, NamedTuple, Sequence
 
 from helpers.core.artifacts import write_text
-from helpers.core.config import PROFILES, load_params, repo_root, run_dir, set_threads, shown_path
+from helpers.core.config import load_params, profiles, repo_root, run_dir, set_threads, shown_path
 
 
 class Setup(NamedTuple):
@@ -76,7 +76,7 @@ def require_decoders(run: str | Path, names: Sequence[str]) -> dict[str, Path]:
     model_dir = {name: run / "decoders" / name / "best" for name in names}
     missing = [name for name, p in model_dir.items() if not p.is_dir()]
     if missing:
-        profile = run.name if run.name in PROFILES else None
+        profile = run.name if run.name in profiles() else None
         how = (f"run notebook 02 for profile {profile} first (./run_all.sh --profile {profile} --only 02)" if profile
                else "run notebook 02 first")
         raise FileNotFoundError(f"decoder(s) {', '.join(missing)} missing (no "
