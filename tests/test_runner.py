@@ -105,7 +105,7 @@ def test_set_overrides_a_nested_parameter_and_refuses_what_nothing_declares(repo
         runner.plan("smoke", nbs, runner.parse_overrides(["02.train.lrr=1"]))
     with pytest.raises(runner.RunnerError, match="notebook 05 is not part of this run"):
         runner.plan("smoke", nbs, runner.parse_overrides(["05.seed=1"]))
-    with pytest.raises(runner.RunnerError, match="expected NN.key=value"):
+    with pytest.raises(config.ParamsError, match="expected NN.key=value"):
         runner.parse_overrides(["train.lr=1"])
     with pytest.raises(runner.RunnerError, match="sample_tokens is not a mapping"):
         runner.plan("smoke", nbs, runner.parse_overrides(["02.sample_tokens.x=1"]))

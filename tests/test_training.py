@@ -211,6 +211,9 @@ def test_two_fresh_runs_are_bitwise_identical(tmp_path, one_thread):
     # artefacts: the best model is a plain HF checkpoint, the run summary is written
     best = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "a" / "best")
     info = json.loads((tmp_path / "a" / "best" / "best.json").read_text())
+    card = (tmp_path / "a" / "best" / "README.md").read_text()  # the model card beside the weights
+    assert card.startswith("# a\n") and "AutoModelForCausalLM.from_pretrained(folder)" in card
+    assert f"step {info['step']:,} of" in card and f"validation loss {info['valid_loss']:.4f} nats" in card
     assert info["step"] == ra.best_step and info["valid_loss"] == pytest.approx(ra.best_valid_loss)
     assert ra.best_valid_loss <= ra.final_valid_loss and math.isfinite(ra.best_valid_loss)
     assert type(best).__name__ == "GPTNeoForCausalLM"

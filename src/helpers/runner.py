@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import hashlib
 import json
 import os
 import re
@@ -23,7 +22,8 @@ from typing import Any
 
 from helpers.core.artifacts import write_text
 from helpers.core.locking import ProfileBusy, ProfileLock
-from helpers.core.config import (ParamsError, check_params, check_profile, mask_secrets, params_file, parse_value,
+from helpers.core.overrides import apply_overrides, parse_overrides, variant_id, variant_roots  # noqa: F401 (variant_id: tests)
+from helpers.core.config import (ParamsError, check_params, check_profile, mask_secrets, params_file,
                                  profiles, read_yaml, repo_root, reports_dir, run_dir, secret_values, shown_path)
 
 
@@ -100,44 +100,6 @@ def _running_cell(out: Path) -> str:
     return f"cell {i}" + (f" ({src[0][:60]!r})" if src else "")
 
 
-def parse_overrides(items: list[str] | None) -> dict[str, dict[str, Any]]:
-    """``["02.train.lr=1e-3", "05.seed=1"]`` → ``{"02": {"train.lr": 0.001}, "05": {"seed": 1}}``: notebook number,
-    dotted key, value read as YAML (:func:`helpers.core.config.parse_value`)."""
-    out: dict[str, dict[str, Any]] = {}
-    for item in items or []:
-        m = re.fullmatch(r"(\d+[a-z]?)\.([A-Za-z_][\w.]*)=(.*)", item, flags=re.S)
-        if not m:
-            raise RunnerError(f"--set {item!r}: expected NN.key=value, e.g. 02.train.lr=1e-3 (a nested key with dots)")
-        try:
-            out.setdefault(m.group(1), {})[m.group(2)] = parse_value(m.group(3))
-        except ParamsError as e:
-            raise RunnerError(f"--set {item!r}: {e}") from None
-    return out
-
-
-def apply_overrides(params: dict, overrides: dict[str, Any], where: str) -> dict:
-    """``params`` with each dotted key of ``overrides`` set (a copy; nested mappings copied on the way down). A key
-    whose parent is not a mapping is refused; unknown keys are left to the parameter checks that follow."""
-    out = dict(params)
-    for key, value in overrides.items():
-        *path, last = key.split(".")
-        node = out
-        for i, part in enumerate(path):
-            child = node.get(part, {})
-            if not isinstance(child, dict):
-                raise RunnerError(f"--set {where}.{key}: {'.'.join(path[:i + 1])} is not a mapping in the params")
-            node[part] = dict(child)
-            node = node[part]
-        node[last] = value
-    return out
-
-
-def variant_id(profile: str, overrides: dict[str, dict[str, Any]]) -> str:
-    """A short, stable name for a profile run with ``--set`` overrides: ``<profile>-<8 hex of the overrides>``."""
-    blob = json.dumps(overrides, sort_keys=True, default=str)
-    return f"{profile}-{hashlib.sha256(blob.encode()).hexdigest()[:8]}"
-
-
 def plan(profile: str, nbs: list[Path], overrides: dict[str, dict[str, Any]] | None = None) -> list[tuple[Path, dict]]:
     """Validate every notebook's params (with the ``--set`` overrides applied) before running anything."""
     check_profile(profile)
@@ -164,7 +126,7 @@ def plan(profile: str, nbs: list[Path], overrides: dict[str, dict[str, Any]] | N
         if mine:
             try:
                 params = apply_overrides(params, mine, nb_id(nb).split("_")[0])
-            except RunnerError as e:
+            except ParamsError as e:
                 errors.append(str(e))
                 continue
         declared = declared_parameters(nb)
@@ -186,15 +148,6 @@ def plan(profile: str, nbs: list[Path], overrides: dict[str, dict[str, Any]] | N
             raise RunnerError(f"parameter check failed: {errors[0]}")
         raise RunnerError("parameter check failed:\n  - " + "\n  - ".join(errors))
     return out
-
-
-def variant_roots(profile: str, overrides: dict[str, dict[str, Any]]) -> tuple[Path, Path]:
-    """Where a ``--set`` run writes: ``runs/variants/<id>/`` and ``reports/variants/<id>/`` (under the current runs
-    and reports roots), so a variant never touches ``runs/<profile>/`` or the committed ``reports/<profile>/``."""
-    vid = variant_id(profile, overrides)
-    runs = Path(os.environ.get("STORYBENCH_RUNS", repo_root() / "runs")) / "variants" / vid
-    reports = Path(os.environ.get("STORYBENCH_REPORTS", repo_root() / "reports")) / "variants" / vid
-    return runs, reports
 
 
 def run(profile: str = "cpu", only: str | None = None, start: str | None = None, log_output: bool = False,

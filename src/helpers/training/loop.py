@@ -46,6 +46,7 @@ from helpers.core.hardware import autocast_context, compute_device, resolve_prec
 from helpers.core.progress import progress as progress_bar
 from helpers.data.blocks import PackedBlocks
 from helpers.models import decoder
+from helpers.training.model_card import model_card
 from helpers.training.optim import Lamb  # provided with the encoders
 
 
@@ -368,7 +369,8 @@ def train(
                                     "seconds": state["seconds"]})
                     if vloss < state["best_valid_loss"]:
                         state["best_valid_loss"], state["best_step"] = vloss, s
-                        _save_pretrained(model, tokenizer, best_dir, {"step": s, "valid_loss": vloss})
+                        _save_pretrained(model, tokenizer, best_dir, {"step": s, "valid_loss": vloss},
+                                         model_card(model, out.name, s, vloss, cfg, extra_state))
                 state["final_valid_loss"] = vloss
                 state["evals_since_best"] = 0 if state["best_step"] == s else state.get("evals_since_best", 0) + 1
                 if (cfg.stop_patience is not None and state["evals_since_best"] >= cfg.stop_patience
@@ -436,13 +438,15 @@ def _save_error(what: str, path: Path, e: BaseException, kept: str) -> OSError:
                    f"cannot save the {what} to {shown_path(path)} ({free}; disk full?): {type(e).__name__}: {msg}; {kept}")
 
 
-def _save_pretrained(model, tokenizer, path: Path, info: dict) -> None:
+def _save_pretrained(model, tokenizer, path: Path, info: dict, card: str | None = None) -> None:
     try:
         with atomic_path(path) as tmp:
             model.save_pretrained(tmp)
             if tokenizer is not None:
                 tokenizer.save_pretrained(tmp)
             (tmp / "best.json").write_text(json.dumps(info))
+            if card is not None:
+                (tmp / "README.md").write_text(card, encoding="utf-8")  # the model card (training.model_card)
     except (OSError, RuntimeError) as e:
         raise _save_error("model", path, e, "the previous best model (if any) is kept") from None
 

@@ -1,0 +1,60 @@
+"""Variants of a profile without editing its params: ``--set NN.key=value`` overrides (:func:`parse_overrides`,
+:func:`apply_overrides`) and the folders a variant runs into (:func:`variant_roots`: ``runs/variants/<id>/`` and
+``reports/variants/<id>/``, never the profile's own), named by :func:`variant_id`."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from helpers.core.config import ParamsError, parse_value, repo_root
+
+
+def parse_overrides(items: list[str] | None) -> dict[str, dict[str, Any]]:
+    """``["02.train.lr=1e-3", "05.seed=1"]`` → ``{"02": {"train.lr": 0.001}, "05": {"seed": 1}}``: notebook number,
+    dotted key, value read as YAML (:func:`helpers.core.config.parse_value`)."""
+    out: dict[str, dict[str, Any]] = {}
+    for item in items or []:
+        m = re.fullmatch(r"(\d+[a-z]?)\.([A-Za-z_][\w.]*)=(.*)", item, flags=re.S)
+        if not m:
+            raise ParamsError(f"--set {item!r}: expected NN.key=value, e.g. 02.train.lr=1e-3 (a nested key with dots)")
+        try:
+            out.setdefault(m.group(1), {})[m.group(2)] = parse_value(m.group(3))
+        except ParamsError as e:
+            raise ParamsError(f"--set {item!r}: {e}") from None
+    return out
+
+
+def apply_overrides(params: dict, overrides: dict[str, Any], where: str) -> dict:
+    """``params`` with each dotted key of ``overrides`` set (a copy; nested mappings copied on the way down). A key
+    whose parent is not a mapping is refused; unknown keys are left to the parameter checks that follow."""
+    out = dict(params)
+    for key, value in overrides.items():
+        *path, last = key.split(".")
+        node = out
+        for i, part in enumerate(path):
+            child = node.get(part, {})
+            if not isinstance(child, dict):
+                raise ParamsError(f"--set {where}.{key}: {'.'.join(path[:i + 1])} is not a mapping in the params")
+            node[part] = dict(child)
+            node = node[part]
+        node[last] = value
+    return out
+
+
+def variant_id(profile: str, overrides: dict[str, dict[str, Any]]) -> str:
+    """A short, stable name for a profile run with ``--set`` overrides: ``<profile>-<8 hex of the overrides>``."""
+    blob = json.dumps(overrides, sort_keys=True, default=str)
+    return f"{profile}-{hashlib.sha256(blob.encode()).hexdigest()[:8]}"
+
+
+def variant_roots(profile: str, overrides: dict[str, dict[str, Any]]) -> tuple[Path, Path]:
+    """Where a ``--set`` run writes: ``runs/variants/<id>/`` and ``reports/variants/<id>/`` (under the current runs
+    and reports roots), so a variant never touches ``runs/<profile>/`` or the committed ``reports/<profile>/``."""
+    vid = variant_id(profile, overrides)
+    runs = Path(os.environ.get("STORYBENCH_RUNS", repo_root() / "runs")) / "variants" / vid
+    reports = Path(os.environ.get("STORYBENCH_REPORTS", repo_root() / "reports")) / "variants" / vid
+    return runs, reports
