@@ -1,5 +1,5 @@
-"""Reliability, "nothing lost, nothing silent": one test per fault found in a review of the pipeline (the
-fault's row number in that review is in each test's name).
+"""Reliability, "nothing lost, nothing silent": one test per fault found in a review of the pipeline, each named by
+the behaviour it checks.
 
 Everything runs in tmp folders (``STORYBENCH_ROOT``/``STORYBENCH_RUNS``/``STORYBENCH_REPORTS``), the judge against
 a server on 127.0.0.1; no notebook is executed (kernel death is simulated at papermill's boundary)."""
@@ -44,7 +44,7 @@ def _train_or_skip(out, cfg, loss_fn=None, log=None):
                          loss_fn=loss_fn or lm_loss, progress=False, log=log or (lambda m: None))
 
 
-def test_row01_changed_params_never_delete_the_finished_run_first(tmp_path, one_thread):
+def test_changed_params_never_delete_the_finished_run_first(tmp_path, one_thread):
     from helpers.training.loop import TrainingDiverged, lm_loss
 
     out = tmp_path / "decoders" / "tiny-10k"
@@ -71,7 +71,7 @@ def test_row01_changed_params_never_delete_the_finished_run_first(tmp_path, one_
     assert res.steps == 4 and not list(out.parent.glob("*.kept-*")) and not (out / "_replaces.json").exists()
 
 
-def test_row12_disk_full_while_saving_is_one_line_naming_the_path(tmp_path, monkeypatch, one_thread):
+def test_disk_full_while_saving_is_one_line_naming_the_path(tmp_path, monkeypatch, one_thread):
     from helpers.training import loop as training
 
     monkeypatch.setenv("STORYBENCH_RUNS", str(tmp_path))  # paths in messages: runs/..., never this machine's
@@ -107,7 +107,7 @@ def test_row12_disk_full_while_saving_is_one_line_naming_the_path(tmp_path, monk
 
 
 # ----------------------------------------------------------------------------- rows 2, 3, 10: params checks
-def test_row02_yaml_1_2_numbers(repo):
+def test_params_read_1e_3_as_a_number_as_yaml_1_2_does(repo):
     edit_params(repo, "02", "lr: 2.0e-3", "lr: 1e-3")
     p = config.load_params("smoke", "02")
     assert p["train"]["lr"] == 0.001 and isinstance(p["train"]["lr"], float)
@@ -123,14 +123,14 @@ def test_row02_yaml_1_2_numbers(repo):
     ("batch_size: 8", "batch_size: 0", r"train.batch_size = 0 is out of range"),
     ("budgets: [tiny-10k", "budgets: [10", r"budgets\[0\] = 10 is an integer; expected a string"),
 ])
-def test_row03_wrong_type_or_range_is_refused_before_anything_runs(repo, old, new, message):
+def test_wrong_type_or_range_is_refused_before_anything_runs(repo, old, new, message):
     edit_params(repo, "02", old, new)
     with pytest.raises(runner.RunnerError, match=message):
         runner.plan("smoke", runner.notebooks())
     assert not (repo.parent / "runs").exists()  # nothing was touched
 
 
-def test_row10_yaml_syntax_error_is_one_line_naming_file_and_line(repo, capsys):
+def test_yaml_syntax_error_is_one_line_naming_file_and_line(repo, capsys):
     edit_params(repo, "02", "valid_blocks: 8\n", "valid_blocks: [8\n")
     with pytest.raises(runner.RunnerError, match=r"params/smoke/02_decoder_training.yaml:\d+:\d+: YAML syntax error"):
         runner.plan("smoke", runner.notebooks())
@@ -142,13 +142,13 @@ def test_row10_yaml_syntax_error_is_one_line_naming_file_and_line(repo, capsys):
 
 
 # ----------------------------------------------------------------------------- runner: rows 9, 11, 14
-def test_row14_empty_selection_is_refused():
+def test_an_empty_notebook_selection_is_refused():
     for only in (",", " , ", ""):
         with pytest.raises(runner.RunnerError, match="names no notebook"):
             runner.select(runner.notebooks(), only, None)
 
 
-def test_row09_kernel_death_names_notebook_and_cell(repo, monkeypatch):
+def test_kernel_death_names_notebook_and_cell(repo, monkeypatch):
     import papermill as pm
     from nbclient.exceptions import DeadKernelError
 
@@ -167,7 +167,7 @@ def test_row09_kernel_death_names_notebook_and_cell(repo, monkeypatch):
     assert not (repo.parent / "reports" / "smoke" / ".run.lock").exists()  # the lock is released
 
 
-def test_row11_a_second_run_of_a_profile_is_refused(repo, monkeypatch):
+def test_a_second_run_of_a_profile_is_refused(repo, monkeypatch):
     ran = []
     monkeypatch.setattr(runner, "_run", lambda profile, todo, log_output: ran.append(profile) or [])
     lock = repo.parent / "reports" / "smoke" / ".run.lock"
@@ -187,7 +187,7 @@ def test_row11_a_second_run_of_a_profile_is_refused(repo, monkeypatch):
 
 
 # ----------------------------------------------------------------------------- row 15: threads
-def test_row15_threads_0_honours_omp_num_threads(monkeypatch):
+def test_threads_0_honours_omp_num_threads(monkeypatch):
     before = torch.get_num_threads()
     want = (os.cpu_count() or 1) + 1  # not what "all CPUs" would give
     monkeypatch.setenv("OMP_NUM_THREADS", str(want))
@@ -201,7 +201,7 @@ def test_row15_threads_0_honours_omp_num_threads(monkeypatch):
 
 
 # ----------------------------------------------------------------------------- row 13: missing upstream output
-def test_row13_missing_decoder_names_the_notebook_to_run(tmp_path, monkeypatch):
+def test_missing_decoder_names_the_notebook_to_run(tmp_path, monkeypatch):
     from helpers.models.decoder import load_decoder
     from helpers.models.ltg_bert import load_model
     from helpers.data.tokenizers import load_tokenizer
@@ -229,7 +229,7 @@ def _corpora(tmp_path) -> Path:
     return data
 
 
-def test_row06_truncated_corpus_stops_instead_of_training_on_less(tmp_path, monkeypatch):
+def test_truncated_corpus_stops_instead_of_training_on_less(tmp_path, monkeypatch):
     monkeypatch.setenv("STORYBENCH_RUNS", str(tmp_path / "runs"))
     data = _corpora(tmp_path)
     f = data / "tiny-400.jsonl"
@@ -252,7 +252,7 @@ def test_row06_truncated_corpus_stops_instead_of_training_on_less(tmp_path, monk
         read_corpus(h)
 
 
-def test_row07_a_damaged_output_reruns_its_step(tmp_path):
+def test_a_damaged_output_reruns_its_step(tmp_path):
     out = tmp_path / "data"
     calls = []
 
@@ -281,7 +281,7 @@ def test_row07_a_damaged_output_reruns_its_step(tmp_path):
     assert artifacts.run_step("rows", single, "fp", lambda: artifacts.write_jsonl(single, [{"a": 1}]), log=print)
 
 
-def test_row08_track_budget_has_one_owner(tmp_path):
+def test_the_track_budget_has_one_owner(tmp_path):
     data = _corpora(tmp_path)
     ledger = Ledger(data / "ledger.json")
     ledger.set_track_budget(400)  # notebook 01
@@ -329,7 +329,7 @@ def _items(n):
     return [{"model": "m", "prompt": "Once upon a time, Lily", "completion": f"story {i}"} for i in range(n)]
 
 
-def test_row04_unreachable_judge_stops_after_a_few_failures(tmp_path):
+def test_an_unreachable_judge_stops_after_a_few_failures(tmp_path):
     from helpers.judge import runs as JR
     from helpers.judge.rubric import JudgeUnreachable
     from helpers.judge.client import JudgeClient
@@ -354,7 +354,7 @@ def test_row04_unreachable_judge_stops_after_a_few_failures(tmp_path):
         assert p["judge_timeout"] > 0 and p["judge_retries"] >= 0
 
 
-def test_row05_no_usable_grade_fails_loudly_and_partial_results_stay_cached(tmp_path):
+def test_no_usable_grade_fails_loudly_and_partial_results_stay_cached(tmp_path):
     from helpers.judge.rubric import JudgeError
     from helpers.judge.client import JudgeConfig
     from helpers.judge.runs import grade_completions
