@@ -5,6 +5,7 @@ import json
 import re
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -591,3 +592,21 @@ def test_each_notebook_ends_with_what_this_run_shows():
         assert len(after) == 2 and all(c["cell_type"] == "code" for c in after), \
             f"{nb_path.name}: 'What this run shows' must be the last section (its findings cell, then the manifest)"
         assert "write_manifest" in "".join(after[-1]["source"]), f"{nb_path.name}: the last cell writes the manifest"
+
+
+def test_compare_runs_deltas_give_each_change_its_old_interval(tmp_path, capsys):
+    from helpers.report import compare_runs
+    old = pd.DataFrame({"model": ["a", "b"], "accuracy": [50.0, 60.0], "ci_low": [48.0, 58.0], "ci_high": [52.0, 62.0],
+                        "seconds": [1.0, 2.0]})
+    new = old.assign(accuracy=[51.0, 65.0], seconds=[9.0, 9.0])
+    d = compare_runs.deltas("t.csv", old, new)
+    assert list(d["row"]) == ["a", "b"] and list(d["change"]) == [1.0, 5.0]
+    assert list(d["within old interval"]) == [True, False]  # 51 in [48, 52]; 65 outside [58, 62]; seconds ignored
+    assert compare_runs.interval_columns(pd.DataFrame(columns=["x", "x low", "x high"]), "x") == ("x low", "x high")
+    assert compare_runs.interval_columns(old, "seconds") is None
+    (tmp_path / "o").mkdir(), (tmp_path / "n").mkdir()
+    old.to_csv(tmp_path / "o" / "t.csv", index=False)
+    new.to_csv(tmp_path / "n" / "t.csv", index=False)
+    assert compare_runs.main([str(tmp_path / "o"), str(tmp_path / "n"), "--deltas"]) == 1
+    out = capsys.readouterr().out
+    assert "2 changed numbers; 1 of 2 with an interval lie inside the old run's 95 % interval" in out
