@@ -275,3 +275,13 @@ def test_encoders_vs_paper_holds_every_marker_and_has_one_entry_per_kind():
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
     assert labels == ["ours (95 % CI where drawn)", "paper", "chance"]
     plt.close(fig)
+
+
+def test_table1_says_which_decoders_were_repetition_fine_tuned(tmp_path):
+    (tmp_path / "decoders" / "a" / "mle-best").mkdir(parents=True)  # notebook 02 kept the plain model beside best/
+    (tmp_path / "decoders" / "b" / "best").mkdir(parents=True)
+    labels = paper_tables.decoder_models(tmp_path, ["a", "b"])
+    assert labels == {"a": "GPT-Neo, repetition-fine-tuned", "b": "GPT-Neo"}
+    zero = {("decoder", n): _Result(_rows({"blimp": 0.75, "supplement": 0.5, "ewok": 0.6})) for n in ("a", "b")}
+    t = paper_tables.decoder_table(zero, ["a", "b"], "ours", {}, _paper(), labels)
+    assert list(t[t.source == "ours"]["model"]) == ["GPT-Neo, repetition-fine-tuned", "GPT-Neo"]

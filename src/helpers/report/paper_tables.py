@@ -13,6 +13,7 @@ every marker inside its panel."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import pandas as pd
@@ -22,6 +23,7 @@ from transformers import GPTNeoForCausalLM
 from helpers.core.stats import independent_mean_interval
 from helpers.data.budgets import fmt_words
 from helpers.evaluation.finetune import protocol_note
+from helpers.generation.completions import PLAIN_DIR
 from helpers.models import decoder, ltg_bert
 from helpers.report.reporting import fmt_interval
 from helpers.evaluation.zero_shot import average_note, paradigm_mean_interval, paper_ewok_has_context
@@ -83,17 +85,26 @@ def _with_paper(ours: pd.DataFrame, paper: pd.DataFrame, columns: Sequence[str])
     return table.fillna({c: "" for c in text})
 
 
+def decoder_models(run_dir: str | Path, decoders: Sequence[str]) -> dict[str, str]:
+    """What each scored decoder is, for Table 1's ``model`` column: ``"GPT-Neo, repetition-fine-tuned"`` when its
+    ``best/`` was replaced by repetition fine-tuning (the plain model kept beside it in ``mle-best/``, notebook 02),
+    else ``"GPT-Neo"``: the table says which decoders it scores."""
+    root = Path(run_dir) / "decoders"
+    return {n: "GPT-Neo, repetition-fine-tuned" if (root / n / PLAIN_DIR).is_dir() else "GPT-Neo" for n in decoders}
+
+
 def decoder_table(zero: Mapping[tuple[str, str], Any], decoders: Sequence[str], source: str,
-                  stands_for: Mapping[str, str], paper: pd.DataFrame) -> pd.DataFrame:
+                  stands_for: Mapping[str, str], paper: pd.DataFrame, models: Mapping[str, str] | None = None
+                  ) -> pd.DataFrame:
     """Table 1: one row per decoder (``zero[("decoder", name)]``), ``stands for`` the paper's budget it scales
     (e.g. ``1.25M``), BLiMP / Supp. / EWoK with intervals and their average with its interval; then the paper's
     rows, with the reference file's ``note`` as ``paper note`` (e.g. where the printed Avg. is not the mean of the
-    three printed columns: Table 1's 10M and 25M rows)."""
+    three printed columns: Table 1's 10M and 25M rows). ``models``: :func:`decoder_models`, what each of ours is."""
     rows = []
     for name in decoders:
         res = zero[("decoder", name)]
         o = res.overall.iloc[0]
-        rows.append({"source": source, "model": "GPT-Neo", "training data": name, "stands for": stands_for.get(name, ""),
+        rows.append({"source": source, "model": (models or {}).get(name, "GPT-Neo"), "training data": name, "stands for": stands_for.get(name, ""),
                      **zero_shot_cells(res), "Avg.": float(o["average"]),
                      "Avg. 95% CI": fmt_interval(o["average_ci_low"], o["average_ci_high"]), "paper note": ""})
     return _with_paper(pd.DataFrame(rows), paper,
