@@ -282,7 +282,7 @@ HOMES = {
         MAX_OFFSET story_attention_stats MLPRecorder
         mlp_activations top_activations story_bounds context_bounds ModelAnalysis analysis_fingerprint analyse_model""",
     "analysis.interpret_tables": """head_table target_class_table class_base_rates group_target_classes paper_observation
-        neuron_class_shares random_direction_shares random_direction_null chance_specialists token_base_rates
+        neuron_class_shares random_direction_shares rotate_layer random_direction_null chance_specialists token_base_rates
         specialist_table specialist_totals neuron_examples
         showcase_neurons""",
     "report.interpret_views": """neuron_html html_page token_ticks plot_attention_grid plot_correlation_grid plot_head_kind_grid

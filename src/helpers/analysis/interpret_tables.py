@@ -135,12 +135,21 @@ def neuron_class_shares(a: ModelAnalysis, layer: int, k: int, distinct: bool = F
 
 
 def random_direction_shares(a: ModelAnalysis, layer: int, k: int, n_directions: int | None = None, seed: int = 0,
-                            distinct: bool = False) -> "pd.DataFrame":  # noqa: F821
+                            distinct: bool = False, rotated: ModelAnalysis | None = None) -> "pd.DataFrame":  # noqa: F821
     """The null for specialist neurons: :func:`neuron_class_shares` computed on ``n_directions`` (default: as many
     as the layer has neurons) random orthonormal directions of the **same** activations instead of the neuron
     axes. Any direction in activation space picks top tokens that cluster by word class (tokens of a class sit
     near one another), so this, not independent draws at the base rates, is what a neuron must beat to be called a
-    specialist by role. Same columns as :func:`neuron_class_shares` (``neuron`` numbers the directions)."""
+    specialist by role. Same columns as :func:`neuron_class_shares` (``neuron`` numbers the directions).
+    ``rotated``: the projection already made by :func:`rotate_layer` (both top-token lists share it)."""
+    rotated = rotated if rotated is not None else rotate_layer(a, layer, n_directions, seed)
+    df, _, _ = neuron_class_shares(rotated, layer, k, distinct=distinct)
+    return df
+
+
+def rotate_layer(a: ModelAnalysis, layer: int, n_directions: int | None = None, seed: int = 0) -> ModelAnalysis:
+    """``a`` with layer ``layer``'s activations projected on ``n_directions`` (default: as many as neurons) random
+    orthonormal directions, seeded by ``(seed, layer)``."""
     acts = a.acts[layer]
     n_neurons = acts.shape[1]
     n_dir = n_neurons if n_directions is None else int(n_directions)
@@ -151,9 +160,7 @@ def random_direction_shares(a: ModelAnalysis, layer: int, k: int, n_directions: 
     q *= np.sign(np.diag(r))  # a uniformly random orthonormal frame
     proj = np.concatenate([np.asarray(acts[c:c + 8192], dtype=np.float32) @ q.astype(np.float32)
                            for c in range(0, acts.shape[0], 8192)])
-    rotated = dataclasses.replace(a, acts={layer: proj})
-    df, _, _ = neuron_class_shares(rotated, layer, k, distinct=distinct)
-    return df
+    return dataclasses.replace(a, acts={layer: proj})
 
 
 def random_direction_null(a: ModelAnalysis, k: int, threshold: float, seed: int = 0) -> dict[tuple[str, int], float]:
@@ -162,8 +169,9 @@ def random_direction_null(a: ModelAnalysis, k: int, threshold: float, seed: int 
     rotation alone gives."""
     out = {}
     for layer in sorted(a.acts):
+        rotated = rotate_layer(a, layer, seed=seed)  # one projection for both top-token lists
         for distinct in (False, True):
-            df = random_direction_shares(a, layer, k, seed=seed, distinct=distinct)
+            df = random_direction_shares(a, layer, k, distinct=distinct, rotated=rotated)
             out["distinct" if distinct else "all", layer] = float((df["dominant share"] >= threshold).mean())
     return out
 

@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import t as student_t
 
+from helpers.core.config import load_params
 from helpers.core.stats import (binomial_p_above, holm, mcnemar_exact, minimum_detectable_effect,
                                 paired_bootstrap_difference, t_interval, wilson_interval)
 from helpers.evaluation.minimal_pairs import task_display
@@ -47,6 +48,13 @@ def arm_and_seed(model: str, default_seed: int) -> tuple[str, int]:
     a name without the suffix is ``default_seed`` (the profile's ``train.seed``)."""
     m = SEED_SUFFIX.match(str(model))
     return (m.group("arm"), int(m.group("seed"))) if m else (str(model), int(default_seed))
+
+
+def training_seeds(profile: str) -> dict[str, int]:
+    """The training seed of a model named without ``(seed N)``, per kind: notebook 02's ``train.seed`` for decoders,
+    notebook 04's for encoders (what :func:`tidy_zero_shot` takes as ``default_seed``)."""
+    return {"decoder": int(load_params(profile, "02")["train"]["seed"]),
+            "encoder": int(load_params(profile, "04")["train"]["seed"])}
 
 
 def tidy_rows(rows: Iterable[Mapping[str, Any]], model: str, task: str, item_key: str | Sequence[str],
