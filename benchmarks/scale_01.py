@@ -172,6 +172,8 @@ def params_for(root: Path, words: int, budgets: list[float] | None = None, fixed
              baby_full_budget=max(1_000, int(p["baby_full_budget"] * scale)),
              track_budget=max(1_000, int(p["track_budget"] * scale)))
     p["baby_budgets"][-1] = p["baby_full_budget"]
+    if p.get("tokenizer_check_words"):
+        p["tokenizer_check_words"] = max(10_000, int(p["tokenizer_check_words"] * scale))
     if fixed:
         p.update(tiny_budgets=sorted(fixed), full_budget=None)
     return p

@@ -124,10 +124,18 @@ def test_tokenizer_streams_and_checks_like_story_by_story(real_stories, tmp_path
     assert streamed.backend_tokenizer.to_str() == listed.backend_tokenizer.to_str()
     stories = real_stories[:150] + ["<|endoftext|> inside", "Cafe\u0301 and caf\u00e9"]
     got = tokenizers.encoding_check(listed, iter(stories), batch_size=7)
-    assert got == {"texts": len(stories),
+    assert got == {"texts": len(stories), "words": sum(len(s.split()) for s in stories),
                    "tokens": sum(len(x) for x in tokenizers.encode_stories(listed, stories, add_eot=False)),
                    "round-trip failures": sum(not tokenizers.round_trip_ok(listed, s) for s in stories)}
     assert got["texts"] == 152 and got["tokens"] > 150
+    # a bounded sample: the first stories up to and including the one that reaches max_words, across batches
+    cum = [sum(len(s.split()) for s in stories[:i + 1]) for i in range(len(stories))]
+    k = next(i for i, c in enumerate(cum) if c >= 1000) + 1
+    part = tokenizers.encoding_check(listed, iter(stories), batch_size=7, max_words=1000)
+    assert part == tokenizers.encoding_check(listed, iter(stories[:k]), batch_size=7) and part["texts"] == k
+    assert tokenizers.encoding_check(listed, iter(stories), max_words=10**9) == got
+    with pytest.raises(ValueError, match="max_words"):
+        tokenizers.encoding_check(listed, iter(stories), max_words=0)
     CF.write_corpus(tmp_path / "c.jsonl", ({"id": i, "text": s} for i, s in enumerate(real_stories[:20])))
     assert list(CF.iter_texts(tmp_path / "c.jsonl")) == real_stories[:20]
 

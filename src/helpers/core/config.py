@@ -199,7 +199,7 @@ RANGES: dict[str, tuple] = {
         "judge_max_concurrency", "judge_timeout", "n_stories", "max_tokens", "epochs", "limit_per_task", "encoder_limit_per_task", "stop_patience", "instruct_steps", "warmup_steps",
         "memory_cap_mb", "memory_widths", "memory_batches", "memory_layers", "memory_heads", "heatmap_heads",
         "selfbleu_prompts", "selfbleu_completions", "max_train_examples", "max_eval_examples", "min_words", "max_words",
-        "tokenizer_min_frequency", "min_frequency", "index_n", "top_k",
+        "tokenizer_min_frequency", "tokenizer_check_words", "min_frequency", "index_n", "top_k",
     )},
     **{k: _NONNEG for k in (
         "threads", "seed", "instruct_seed", "qualitative_seed", "judge_retries", "judge_temperature", "temperature",

@@ -45,8 +45,17 @@ def data_budgets(stats: pd.DataFrame, repairs: pd.DataFrame, budgets_table: pd.D
             f"challenge rule: {len(mixes) - len(refused)} of {len(mixes)} mixes fit the track budget"
             + (f"; refused: {', '.join(refused['mix'])}" if len(refused) else ""),
             f"tokenizers: {tokenizers['tokens/word'].min():.2f}-{tokenizers['tokens/word'].max():.2f} tokens per word; "
-            + ("every training story decodes back to itself" if fails == 0 else
-               f"{fails} stories do not decode back to themselves: generation would cut them wrongly")]
+            + _round_trip_sentence(tokenizers, fails)]
+
+
+def _round_trip_sentence(tokenizers: pd.DataFrame, fails: int) -> str:
+    sampled = tokenizers[tokenizers.get("checked", pd.Series("all stories", index=tokenizers.index)) != "all stories"]
+    if fails:
+        return f"{fails} stories do not decode back to themselves: generation would cut them wrongly"
+    if sampled.empty:
+        return "every training story decodes back to itself"
+    return ("every checked story decodes back to itself (" + "; ".join(
+        f"{r['corpus']}: {r['checked']}" for _, r in sampled.iterrows()) + ", a bounded sample)")
 
 
 def zero_shot(intervals: pd.DataFrame, task: str = "BLiMP", across: Mapping[str, str] | None = None) -> list[str]:
