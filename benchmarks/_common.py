@@ -35,7 +35,8 @@ def train_steps(model: str, steps: int, seed: int, precision: str = "fp32") -> d
     from helpers.core.hardware import autocast_context
     from helpers.models.ltg_bert import LtgBertForMaskedLM, ltg_bert_config
     from helpers.data.masking import MaskedBlocks, TokenIds, mlm_loss
-    from helpers.training.loop import lm_loss, param_groups
+    from helpers.training.loop import lm_loss
+    from helpers.training.optim import param_groups
 
     torch.manual_seed(seed)
     g = torch.Generator().manual_seed(seed)
@@ -75,7 +76,7 @@ def repetition_steps(profile: str, budget: str, steps: int, seed: int = 0) -> di
 
     from helpers.core.config import load_params, run_dir
     from helpers.data.corpus_files import read_corpus
-    from helpers.diversity import unlikelihood as U
+    from helpers.training import unlikelihood as U
     from helpers.generation import completions as G
     from helpers.models.decoder import load_decoder
     from helpers.training import recipes

@@ -8,7 +8,7 @@ gets descheduled makes every parallel kernel wait: compare the two rows), the he
 base model with whichever thread count was faster.
 
 One step = forward + backward + LAMB update (``helpers.training.optim.Lamb`` with the decay/no-decay groups of
-``helpers.training.loop.param_groups``) on span-masked blocks from ``helpers.data.masking.MaskedBlocks`` (vocab 16,384,
+``helpers.training.optim.param_groups``) on span-masked blocks from ``helpers.data.masking.MaskedBlocks`` (vocab 16,384,
 synthetic token ids: the cost does not depend on which ids they are). Where the CPU has native bf16 (AVX512-BF16 or
 AMX) the cpu preset also runs under bf16 autocast, as ``precision: auto`` trains it. Rows:
 
@@ -38,8 +38,7 @@ import torch
 from helpers.core.hardware import autocast_context, cpu_info, native_bf16
 from helpers.models.ltg_bert import LtgBertForMaskedLM, count_parameters, ltg_bert_config, training_flops_per_token
 from helpers.data.masking import MaskedBlocks, TokenIds, mlm_loss
-from helpers.training.optim import Lamb
-from helpers.training.loop import param_groups
+from helpers.training.optim import Lamb, param_groups
 from _common import matmul_peak
 
 VOCAB = 16_384

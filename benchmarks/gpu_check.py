@@ -55,8 +55,8 @@ from helpers.generation.decoding import Decoding  # noqa: E402
 from helpers.models import decoder  # noqa: E402
 from helpers.models.decoder import DecoderSpec, build_decoder, flops_per_token  # noqa: E402
 from helpers.models.ltg_bert import LtgBertForMaskedLM, ltg_bert_config  # noqa: E402
-from helpers.training.loop import TrainConfig, lm_loss, param_groups, train  # noqa: E402
-from helpers.training.optim import Lamb  # noqa: E402
+from helpers.training.loop import TrainConfig, lm_loss, train  # noqa: E402
+from helpers.training.optim import Lamb, param_groups  # noqa: E402
 from helpers.training.recipes import encode_blocks, train_decoder  # noqa: E402
 
 ROWS: list[dict] = []

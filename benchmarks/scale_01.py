@@ -147,9 +147,9 @@ def params_for(root: Path, words: int, budgets: list[float] | None = None, fixed
     by ``words``/440M (or ``budgets``, fractions of ``words``; the last is the full budget). ``fixed``: budgets of
     that many words whatever the corpus size, and no full budget (the steps that read the whole corpus still do;
     the tokenizers then train on small corpora only: the scale test)."""
-    import yaml
+    from helpers.core.config import read_yaml  # the one YAML reader (YAML 1.2 numbers, no repeated key)
 
-    p = yaml.safe_load((ROOT / "params" / "paper" / "01_data_budgets.yaml").read_text())
+    p = read_yaml(ROOT / "params" / "paper" / "01_data_budgets.yaml")
     scale = words / 440e6
     fracs = budgets or [b / 440e6 for b in PAPER_BUDGETS]
     tiny = sorted({int(round(f * words)) for f in fracs})

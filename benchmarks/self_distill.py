@@ -29,10 +29,11 @@ from helpers.core import config  # noqa: E402
 from helpers.core.hardware import autocast_context, cpu_info, resolve_precision  # noqa: E402
 from helpers.data.corpus_files import read_corpus  # noqa: E402
 from helpers.data.tokenizers import end_of_text_id  # noqa: E402
-from helpers.diversity import unlikelihood as U  # noqa: E402
-from helpers.diversity.continuation_health import repeated_run  # noqa: E402
+from helpers.training import unlikelihood as U  # noqa: E402
+from helpers.data.text_stats import repeated_run  # noqa: E402
 from helpers.models.decoder import cache_kwarg, context_length, load_decoder, output_cache  # noqa: E402
-from helpers.training.loop import lm_loss, param_groups  # noqa: E402
+from helpers.training.loop import lm_loss  # noqa: E402
+from helpers.training.optim import param_groups  # noqa: E402
 from recipe import RECIPES, recipe_dir, run_recipe, target_scores  # noqa: E402
 
 

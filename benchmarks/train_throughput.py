@@ -31,7 +31,8 @@ import transformers  # noqa: E402
 
 from helpers.models.decoder import build_decoder, count_parameters, enable_fast_attention, flops_per_token  # noqa: E402
 from helpers.core.hardware import autocast_context, cpu_info, native_bf16  # noqa: E402
-from helpers.training.loop import lm_loss, param_groups  # noqa: E402
+from helpers.training.loop import lm_loss  # noqa: E402
+from helpers.training.optim import param_groups  # noqa: E402
 from _common import matmul_peak
 
 CONFIGS = {

@@ -2,7 +2,7 @@
 
 Takes a decoder trained by ``benchmarks/recipe.py`` (default: the recipe ``profile``, i.e. notebook 02's plain
 training of tiny-1M), copies it to ``runs/<profile>/unlikelihood/<name>/`` and runs notebook 02's repetition
-fine-tuning on the copy (``helpers.diversity.unlikelihood.finetune_decoder`` with the params file's
+fine-tuning on the copy (``helpers.training.unlikelihood.finetune_decoder`` with the params file's
 ``repetition_finetune``, changed by ``--set key=value``). Both models, the plain one (``mle-best``) and the one kept
 (``best``), are then scored on what the study needs of a decoder: notebook 03's 300 greedy continuations (share that
 ends, share with a repeated 6-word run) and BLiMP on every filtered pair, with 95 % intervals; plus the held-out
@@ -26,7 +26,7 @@ import _common  # noqa: F401,E402  (first: puts src/ on sys.path in a checkout w
 from helpers.core import config  # noqa: E402
 from helpers.core.hardware import cpu_info  # noqa: E402
 from helpers.data.corpus_files import read_corpus  # noqa: E402
-from helpers.diversity import unlikelihood as U  # noqa: E402
+from helpers.training import unlikelihood as U  # noqa: E402
 from recipe import RECIPES, recipe_dir, run_recipe, target_scores  # noqa: E402
 
 

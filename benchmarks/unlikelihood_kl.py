@@ -11,7 +11,7 @@ tail of the distribution, which collapses the phase after ~150 steps and spoils 
 (``benchmarks/sampling.py``); the KL term pulls the distribution back towards the plain one.
 
 This is a prototype, not an option of the phase: it wraps
-``helpers.diversity.unlikelihood.unlikelihood_loss`` for this process only and costs one extra forward pass of each
+``helpers.training.unlikelihood.unlikelihood_loss`` for this process only and costs one extra forward pass of each
 model per step. The model's own forward is run twice, once inside the wrapped loss and once for the KL.
 """
 from __future__ import annotations
@@ -23,14 +23,14 @@ import torch
 import _common  # noqa: F401,E402  (first: puts src/ on sys.path in a checkout without the editable install)
 
 from helpers.core import config  # noqa: E402
-from helpers.diversity import unlikelihood as U  # noqa: E402
+from helpers.training import unlikelihood as U  # noqa: E402
 from helpers.models.decoder import load_decoder  # noqa: E402
 import unlikelihood as phase_benchmark  # noqa: E402  (benchmarks/unlikelihood.py)
 from recipe import recipe_dir  # noqa: E402
 
 
 def with_kl(loss_fn, reference, beta: float):
-    """``loss_fn`` (:func:`helpers.diversity.unlikelihood.unlikelihood_loss`) plus ``beta`` times the mean KL
+    """``loss_fn`` (:func:`helpers.training.unlikelihood.unlikelihood_loss`) plus ``beta`` times the mean KL
     divergence from ``reference`` to the model at the positions that predict continuation tokens."""
     def loss(model, prompts, continuations, n, pad_id):
         ul, count = loss_fn(model, prompts, continuations, n, pad_id)

@@ -221,6 +221,43 @@ def test_loss_spikes_refuses_a_series_too_short_to_hold_one():
     assert [s["step"] for s in loss_spikes(six, window=5)] == [150]
 
 
+def test_notebook_02b_table_rows():
+    """helpers.report.architecture_tables: BLiMP with its interval from an evaluation result, the contrastive row
+    (order preference in %, spikes counted) and the compressor row (parameters, the loss on tokens 2..T-1)."""
+    from types import SimpleNamespace
+
+    from helpers.data.blocks import PackedBlocks
+    from helpers.evaluation import zero_shot
+    from helpers.models.compressor import build_compressor, predicted_token_loss
+    from helpers.report import architecture_tables as AT
+
+    rows = [{"task": "blimp", "paradigm": p, "phenomenon": "X", "pair_id": str(i), "score_good": 0.0, "score_bad": 0.0,
+             "correct": c, "tie": False} for p, cs in (("A", [1, 1, 0, 0]), ("B", [1, 1, 1, 0])) for i, c in enumerate(cs)]
+    result = zero_shot.EvalResult(rows, zero_shot.summarise(rows))
+    blimp = AT.blimp_columns(result)
+    task = result.by_task.set_index("task").loc["blimp"]
+    assert blimp == {"BLiMP": 62.5, "BLiMP CI low": task.ci_low, "BLiMP CI high": task.ci_high}
+    hist = [{"split": "train", "step": i, "loss": v} for i, v in enumerate([3, 3, 3, 3, 3, 5, 3])]
+    res = SimpleNamespace(history=hist + [{"split": "valid", "step": 6, "loss": 4.0}], best_valid_loss=3.9,
+                          final_valid_loss=4.0)
+    order = {"stories": 10, "prefers_original": 0.7, "ci_low": 0.4, "ci_high": 0.9, "wins": 7, "ties": 0, "losses": 3,
+             "loss_original": 2.0, "loss_shuffled": 2.5}
+    row = AT.contrastive_row("plain", "h128-l4-a4", res, order, blimp)
+    assert list(row)[:4] == ["model", "run", "best valid loss", "final valid loss"] and list(row)[-2:] == [
+        "train-loss points", "train-loss spikes"]
+    assert (row["prefers original (%)"], row["prefers CI low"], row["order wins"], row["BLiMP"]) == (70.0, 40.0, 7, 62.5)
+    assert (row["train-loss points"], row["train-loss spikes"]) == (7, 1)
+    with pytest.raises(ValueError, match="logged training losses"):
+        AT.contrastive_row("plain", "x", SimpleNamespace(history=hist[:3], best_valid_loss=1, final_valid_loss=1), order, blimp)
+    torch.manual_seed(0)
+    data = PackedBlocks(torch.randint(0, 50, (4, 12)))
+    comp = build_compressor(dict(vocab_size=50, hidden=16, layers=1, heads=2, context=12, dropout=0.0), seed=0)
+    crow = AT.compressor_row("compressor h16", comp, data, 2, 90.0, "alone, 1 thread(s)")
+    assert crow == {"model": "compressor h16", "parameters": sum(p.numel() for p in comp.parameters()),
+                    "held-out loss, tokens 2..T-1": predicted_token_loss(comp, data, 2), "minutes": 1.5,
+                    "trained": "alone, 1 thread(s)"}
+
+
 def test_order_preference_cuts_stories_to_whole_sentences_that_fit(decoder_tokenizer, real_stories):
     from helpers.analysis.architecture import sentence_prefix
 

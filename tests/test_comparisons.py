@@ -123,7 +123,7 @@ def test_zero_shot_findings_never_call_item_separation_real():
 
 
 def test_expand_seeds_names_each_seed_so_arms_pair_up():
-    from helpers.training.recipes import expand_seeds
+    from helpers.training.seed_axis import expand_seeds
     mixes = [{"name": "a", "corpora": ["x"], "seeds": [42, 7]}, {"name": "b", "corpora": ["y"], "balanced": True}]
     out = expand_seeds(mixes, 42)
     assert [(m["name"], m.get("seed")) for m in out] == [("a", 42), ("a (seed 7)", 7), ("b", None)]
@@ -133,6 +133,17 @@ def test_expand_seeds_names_each_seed_so_arms_pair_up():
         expand_seeds(mixes + [{"name": "a (seed 7)", "corpora": ["x"]}], 42)
     with pytest.raises(ValueError, match="distinct"):
         expand_seeds([{"name": "a", "corpora": ["x"], "seeds": [1, 1]}], 42)
+
+
+def test_decoder_seeds_add_a_named_run_per_further_seed_of_a_budget():
+    from helpers.training.seed_axis import decoder_seeds
+    got = decoder_seeds(["s", "m", "l"], {"s": [42, 7], "l": [7, 1]}, 42)
+    assert got == [("s", "s", 42), ("s (seed 7)", "s", 7), ("m", "m", 42), ("l", "l", 42), ("l (seed 7)", "l", 7),
+                   ("l (seed 1)", "l", 1)]  # the default seed is always trained: later notebooks read it by the budget's name
+    assert [C.arm_and_seed(n, 42) for n, _, _ in got[:2]] == [("s", 42), ("s", 7)]
+    assert decoder_seeds(["s"], None, 3) == [("s", "s", 3)]
+    with pytest.raises(ValueError, match="not trained"):
+        decoder_seeds(["s"], {"x": [1]}, 42)
 
 
 def test_tidy_zero_shot_keys_rows_by_kind_model_seed_task_item():
@@ -168,3 +179,19 @@ def test_pll_reductions_recompute_the_sum_and_agree_on_equal_lengths():
     assert len(t) == 1 and t.loc[0, "mean (%)"] == 100.0 and t.loc[0, "sum (%)"] == 50.0
     assert t.loc[0, "equal-length pairs"] == 1 and t.loc[0, "equal length (%)"] == 100.0
     assert t.loc[0, "above chance (both)"] == "no"  # two pairs: nothing is above chance
+
+
+def test_corpus_of_strips_the_seed_and_the_plain_marks():
+    assert [C.corpus_of(n) for n in ["tiny-1M", "tiny-1M (seed 7)", "tiny-1M (plain)", "tiny-1M (plain) (seed 7)",
+                                     "baby-500k+tiny-500k (seed 1)"]] == ["tiny-1M"] * 4 + ["baby-500k+tiny-500k"]
+    assert C.arm_and_seed("tiny-1M (plain) (seed 7)", 42) == ("tiny-1M (plain)", 7)  # its own arm, paired seed by seed
+
+
+def test_a_comparison_without_seed_spread_is_not_called_precise():
+    """Two arms that are the same models (a repetition phase that kept its step-0 checkpoint) differ by exactly 0 in
+    every seed: the interval has no width, and the verdict must not read "no effect larger than ±0.0"."""
+    row = {"A": "t", "B": "t (plain)", "effect": 0.0, "seed CI low": 0.0, "seed CI high": 0.0, "seed SD": 0.0,
+           "MDE (80 % power)": 0.0, "design": "paired over 2 seeds", "unit": "points"}
+    v = C.verdict(row)
+    assert v.startswith("not measurable over seeds: the same scores in every seed") and "±0.0" not in v
+    assert "the same difference (+1.5 points)" in C.verdict(dict(row, effect=1.5, **{"seed CI low": 1.5, "seed CI high": 1.5}))

@@ -75,7 +75,7 @@ def test_checksum_mismatch_detected(tmp_path, monkeypatch):
 def test_bundled_checksums_all_match():
     want = data.expected_checksums()
     assert len(want) > 150
-    from helpers.core.artifacts import sha256_file
+    from helpers.core.digests import sha256_file
 
     bad = [k for k, v in want.items() if sha256_file(data.data_dir() / k) != v]
     assert not bad

@@ -470,3 +470,11 @@ def test_summarise_reports_intervals():
     assert t.ci_low < t.accuracy < t.ci_high
     o = s["overall"].iloc[0]
     assert o.average_ci_low < o.average < o.average_ci_high
+
+
+def test_a_plain_decoder_name_is_read_from_mle_best_beside_its_tuned_best():
+    from helpers.evaluation import zero_shot as Z
+    assert Z.model_folder("R", "decoder", "tiny-1M") == Path("R/decoders/tiny-1M/best")
+    assert Z.model_folder("R", "decoder", "tiny-1M (plain)") == Path("R/decoders/tiny-1M/mle-best")
+    assert Z.model_folder("R", "decoder", "tiny-1M (plain) (seed 7)") == Path("R/decoders/tiny-1M (seed 7)/mle-best")
+    assert Z.model_folder("R", "encoder", "x (plain)") == Path("R/encoders/x (plain)/best")  # encoders have no plain model

@@ -247,6 +247,19 @@ def test_decoder_sentences_ordering_noise_and_overfitting():
     assert findings.decoders(_decoder_table([4.0, 3.5, 3.0]), over, ["x"]) == ["no decoder results in this run"]
 
 
+def test_decoder_sentences_report_the_loss_gap_between_seeds_of_a_budget():
+    budgets = ["s", "m", "l"]
+    table = _decoder_table([4.0, 3.5, 3.0]).assign(seed=42)
+    twin = table[table.budget == "l"].assign(budget="l (seed 7)", seed=7, **{"best valid loss": 3.05})
+    hist = {"s": _history({30: 4.2, 60: 4.0, 90: 4.1})}
+    s = findings.decoders(pd.concat([table, twin], ignore_index=True), hist, budgets)
+    assert s[0].startswith("best held-out loss falls strictly with the budget: s 4.000 → m 3.500 → l 3.000")  # twins aside
+    assert s[-1] == ("l under 2 seeds (42, 7): best held-out loss 3.000 / 3.050, largest gap 0.050 nats "
+                     "(above the ~0.03 assumed for single runs)")
+    assert not any("l (seed 7):" in x for x in s)
+    assert len(findings.decoders(table, hist, budgets)) == 5  # no twin, no seed line
+
+
 def test_seed_replicates_reads_the_gap_against_the_intervals():
     df = pd.DataFrame([{"kind": "encoder", "model": m, "task": "BLiMP", "pairs": 4000, "accuracy": a,
                         "ci_low": a - 1.4, "ci_high": a + 1.4} for m, a in (("m", 57.9), ("m (seed 7)", 54.6), ("n", 56.0))])

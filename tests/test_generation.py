@@ -171,6 +171,34 @@ def test_nested_decodings_share_samples():
     assert plan["greedy"] == (ds[0], 1)
     assert plan["nucleus-1"] == (ds[3], 1) and plan["nucleus-5"] == (ds[3], 5) and plan["nucleus-10"] == (ds[3], 10)
 
+def test_nested_completions_and_generated_corpora(tmp_path, real_stories, monkeypatch):
+    """D_gen: one run per distinct decoding run of the plan, each corpus keeps its first samples, is written as
+    JSONL and enters the ledger with its words (a stand-in for the cached completions: no model runs)."""
+    from helpers.data.corpus_files import read_corpus
+    from helpers.data.ledger import CorpusEntry, Ledger
+
+    prompts = G.make_prompts(real_stories, n=3, seed=0)
+    calls = []
+
+    def fake_completions(path, model_dir, prompts, decoding, *, model_name, **kw):
+        calls.append((path.name, decoding.name, model_name, kw["seed"]))
+        return list(G.completion_rows(prompts, [[" the end."] * decoding.k] * len(prompts), model_name, decoding, 5))
+
+    monkeypatch.setattr(G, "cached_completions", fake_completions)
+    plan = D.nested_decodings([D.Decoding("greedy"), D.Decoding("nucleus", k=1), D.Decoding("nucleus", k=2)])
+    generated, runs = G.nested_completions(tmp_path, "tiny-1M", "dir", prompts, plan, max_new_tokens=8, batch_size=4, seed=5)
+    assert calls == [("tiny-1M-greedy.jsonl", "greedy", "tiny-1M", 5), ("tiny-1M-nucleus-2.jsonl", "nucleus-2", "tiny-1M", 5)]
+    assert runs["run"].tolist() == ["greedy", "nucleus-2"] and runs["completions"].tolist() == [3, 6]
+    ledger = Ledger(tmp_path / "ledger.json")
+    ledger.add(CorpusEntry("tiny-1M", "tiny", {"tinystories": 1000}, 0))
+    table = G.write_generated_corpora(tmp_path, ledger, plan, generated, "tiny-1M", len(prompts), seed=5)
+    assert table["corpus"].tolist() == ["gen-tiny-1M-greedy", "gen-tiny-1M-nucleus-1", "gen-tiny-1M-nucleus-2"]
+    assert table["completions"].tolist() == [3, 3, 6] and table["mean completion words"].tolist() == [2.0] * 3
+    assert len(read_corpus(tmp_path / "gen-tiny-1M-nucleus-1.jsonl")) == 3  # the first sample of each prompt
+    saved = Ledger(tmp_path / "ledger.json")["gen-tiny-1M-nucleus-2"]  # the ledger was saved
+    assert saved.kind == "gen" and saved.words_by_source["completion"] == 12 == table["words (completion)"].iloc[2]
+    assert table["words (total)"].iloc[2] == saved.words
+
 
 @pytest.mark.parametrize("method", ["greedy", "nucleus"])
 def test_dropping_finished_rows_changes_no_completion(monkeypatch, method):

@@ -130,6 +130,10 @@ def test_head_findings_withhold_counts_when_the_check_fails():
     bad = good.copy()
     bad.loc[0, "kind (η² rule)"] = "semantic"
     assert "misclassifies" in interpret_findings.attention_heads(heads, bad)[0]
+    seeds = pd.concat([heads, heads.assign(model="m (seed 7)", label=["positional", "positional"])], ignore_index=True)
+    lines = interpret_findings.attention_heads(seeds, good)
+    assert lines[-1] == "m over 2 training seeds: 1 / 2 positional heads of 2 (the count moves with the seed)"
+    assert len(interpret_findings.attention_heads(heads, good)) == 1  # one seed: no seed line
 
 
 def test_story_attention_stats_targets_and_offsets():
@@ -268,6 +272,10 @@ def test_analysis_is_cached_and_reused(tmp_path, model, tok, stories):
     ex = tables.neuron_examples(a, 1, 0, idx, vals, 5)
     assert len(ex) == 5 and ex[0]["activation"] >= ex[-1]["activation"]
     assert "<mark" not in views.neuron_html(a, 1, 0, ex) and "class=\"top\"" in views.neuron_html(a, 1, 0, ex)
+    # every layer of every model, both top-token lists: the tables above concatenated, their top rows kept
+    every, tops = tables.neuron_shares({a.name: a}, 5)
+    pd.testing.assert_frame_equal(every, pd.concat([shares, dshares], ignore_index=True))
+    assert list(tops) == [(a.name, 1, False), (a.name, 1, True)] and np.array_equal(tops[a.name, 1, True][0], didx)
 
 
 # the split of the former interpret module: each public name has one home
@@ -282,7 +290,7 @@ HOMES = {
         MAX_OFFSET story_attention_stats MLPRecorder
         mlp_activations top_activations story_bounds context_bounds ModelAnalysis analysis_fingerprint analyse_model""",
     "analysis.interpret_tables": """head_table target_class_table class_base_rates group_target_classes paper_observation
-        neuron_class_shares random_direction_shares rotate_layer random_direction_null chance_specialists token_base_rates
+        neuron_class_shares neuron_shares random_direction_shares rotate_layer random_direction_null chance_specialists token_base_rates
         specialist_table specialist_totals neuron_examples
         showcase_neurons""",
     "report.interpret_views": """neuron_html html_page token_ticks plot_attention_grid plot_correlation_grid plot_head_kind_grid

@@ -277,6 +277,22 @@ def test_exhausted_retries_fail_uncached_and_key_scrubbed(server, key, tmp_path,
     df2 = grade_completions(cfg, items("fine", "bad <<always500>>"), progress=False)
     assert df2["status"].tolist() == ["cached", "failed"] and server.calls == calls + 3  # failures are retried
 
+def test_judge_themed_answers_grades_consistency_only_with_a_remote_judge(server, key, tmp_path):
+    import pandas as pd
+
+    from helpers.judge.local import LocalJudgeConfig
+    from helpers.judge.runs import LOCAL_THEMED_NOTE, judge_themed_answers
+
+    graded = pd.DataFrame({"model": ["a", "b"], "suite": ["factual"] * 2, "id": ["factual-1"] * 2,
+                           "prompt": ["The sky is"] * 2, "answer": ["blue.", "bad <<always500>>"], "grade": ["success", "fail"]})
+    for cfg, note in [(None, judge_status(None)), (LocalJudgeConfig(cache_dir=tmp_path), LOCAL_THEMED_NOTE)]:
+        same, labels, why = judge_themed_answers(cfg, graded)
+        assert same is graded and labels == {} and why == note
+    judged, labels, why = judge_themed_answers(make_cfg(server, tmp_path, max_retries=1), graded)
+    assert why is None and judged["judge consistency"].tolist()[0] == 7 and pd.isna(judged["judge consistency"].iloc[1])
+    assert labels == {("a", "factual-1"): "judge consistency 7/10"}  # the failed item has no label
+    assert "judge consistency" not in graded and judged.drop(columns="judge consistency").equals(graded)
+
 
 def test_concurrency_cap(server, key, tmp_path):
     cfg = make_cfg(server, tmp_path, max_concurrency=3, two_turn=False)

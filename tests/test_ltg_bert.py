@@ -423,7 +423,8 @@ def test_lamb_zero_norms_and_training_hook():
     z.grad = torch.tensor([1.0, -1.0, 0.0])
     opt.step()  # ‖w‖ = 0: ratio 1, no NaN
     assert torch.isfinite(z).all() and abs(z[0].item() + 0.1) < 1e-5
-    from helpers.training.loop import TrainConfig, make_optimizer
+    from helpers.training.loop import TrainConfig
+    from helpers.training.optim import make_optimizer
 
     model = _tiny()
     opt = make_optimizer(model, TrainConfig(optimizer="lamb", lr=1e-2, betas=(0.9, 0.98), eps=1e-6, weight_decay=0.1))

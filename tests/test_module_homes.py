@@ -26,25 +26,36 @@ HOMES = {
     "judge.local": ["LOCAL_PACKAGE", "LOCAL_GGUF", "LOCAL_INSTALL", "local_judge_dir", "LocalJudgeConfig",
                     "grade_distribution", "expected_and_argmax", "load_local_judge", "LocalJudgeClient"],
     "judge.runs": ["JUDGE_BACKENDS", "make_client", "grade_completions", "judge_config", "judge_prompt_ids",
-                   "judge_items", "judge_summary"],
+                   "judge_items", "judge_summary", "LOCAL_THEMED_NOTE", "judge_themed_answers"],
     "story_eval.folding": ["ascii_quotes", "fold", "tokens", "folded"],
     "story_eval.instruct": ["INSTRUCT_PROMPTS", "INSTRUCT_FIELDS", "DERIVED_FIELDS", "STOPWORDS", "FEATURE_RULES", "FEATURE_NOTES",
                  "detect_features", "candidate_words", "InstructDocument", "split_list", "build_instruct_document",
                  "instruct_documents", "ParsedInstruct", "parse_instruct", "word_used", "required_word_share",
                  "load_instruct_prompts", "instruct_scores", "instruct_summary", "InstructRun", "field_counts",
-                 "heldout_split", "plan_instruct", "heldout_instruct_prompts", "bundled_instruct_prompts"],
+                 "heldout_split", "plan_instruct", "heldout_instruct_prompts", "bundled_instruct_prompts", "unscored_notes"],
     # the former helpers.diversity: self-BLEU, ROUGE, the n-gram index, memorisation, loops/endings; intervals to stats
     "diversity.self_bleu": ["PAPER_KS", "BERTTIME_CODE_KS", "DEFAULT_WEIGHTS", "LEVELS", "self_bleu", "self_bleu_per_prompt",
-                  "self_bleu_curve", "self_bleu_table", "self_bleu_nltk", "choose_k_or_none", "choose_k"],
+                  "self_bleu_curve", "self_bleu_table", "self_bleu_nltk", "choose_k_or_none", "choose_k", "k_choices"],
     "diversity.rouge": ["Tokenizer", "rouge_tokenize", "rouge2", "rouge_n_matrix", "rouge2_pairs", "max_pairwise_rouge2"],
     "diversity.ngram_index": ["Match", "SharedRun", "NGramIndex", "longest_common_substring_words"],
-    "diversity.memorisation": ["max_rouge2_train", "NAME", "corpus_names", "mask_names", "template_matches"],
-    "diversity.continuation_health": ["repeated_run", "continuation_health"],
-    # repetition measured there, trained away here (sequence-level unlikelihood fine-tuning of the decoders)
-    "diversity.unlikelihood": ["UnlikelihoodConfig", "UnlikelihoodResult", "repeated_ngram_mask", "unlikelihood_loss",
+    "diversity.memorisation": ["max_rouge2_train", "NAME", "corpus_names", "mask_names", "template_matches",
+                               "memorisation_rows"],
+    "diversity.continuation_health": ["continuation_health", "health_table"],
+    # repetition measured in diversity, trained away in training (sequence-level unlikelihood fine-tuning of the
+    # decoders, a training loop); the loop test both use is a text statistic of the data stage
+    "data.text_stats": ["repeated_run"],
+    "training.unlikelihood": ["UnlikelihoodConfig", "UnlikelihoodResult", "repeated_ngram_mask", "unlikelihood_loss",
                                "probe", "finetune", "finetune_decoder", "history_rows", "phase_lr", "phase_prompts",
                                "finetune_planned", "finetune_decoders", "used_valid_losses", "healthier_probe"],
-    "core.stats": ["bootstrap_mean_interval", "wilson_interval", "intervals_apart"],
+    "core.stats": ["bootstrap_mean_interval", "wilson_interval", "intervals_apart", "binomial_replicates"],
+    # one home each for seeding, digests and atomic writes (the review of the core package): every global seed,
+    # every hash and every artefact write goes through these
+    "core.seeding": ["seed_everything", "generator"],
+    "core.digests": ["sha256_file", "sha256_stream", "bytes_digest", "text_digest", "files_digest", "model_files_digest",
+                     "model_digest", "WEIGHT_FILES", "MODEL_FILES"],
+    "core.artifacts": ["atomic_path", "write_text", "write_json", "write_jsonl", "append_jsonl", "save_pretrained_atomic",
+                       "fingerprint"],
+    "core.config": ["read_yaml"],
     # evaluation.py kept pairs -> rows, summaries, the top level and the paper comparison; minimal_pairs.TASKS and
     # TASK_NAMES are not listed because finetune has its own (the GLUE tasks), another concept with the same names
     "evaluation.minimal_pairs": ["DATA_DIRS", "BLIMP_PHENOMENA", "SUPPLEMENT_NAMES", "ewok_domain_name", "Item", "load_blimp",
@@ -53,7 +64,7 @@ HOMES = {
     "evaluation.lm_scoring": ["causal_scores", "mlm_batches", "mlm_scores"],
     "evaluation.zero_shot": ["SCORING_VERSION", "tie_coin", "Scorer", "score_items", "BOOTSTRAP_SAMPLES", "paradigm_mean_interval",
                    "summarise", "EvalSettings", "EvalResult", "chance_verdict", "interval_table", "average_note",
-                   "model_digest", "tokenizer_digest", "make_scorer", "evaluate_model", "PAPER_BENCHMARKS",
+                   "tokenizer_digest", "make_scorer", "evaluate_model", "PAPER_BENCHMARKS",
                    "paper_authors_row", "paper_ewok_has_context", "compare_with_paper", "evaluate_saved",
                    "evaluate_many"],
     "training.recipes": ["encode_blocks", "blocks_digest", "train_or_skip", "train_decoder", "decoder_rows", "DecoderRun", "plan_decoders",
@@ -75,6 +86,13 @@ HOMES = {
     # that says where models run, one HTML table style
     "generation.decoding": ["Decoding", "sample_next", "decoding_from_name", "nested_decodings"],
     "models.decoder": ["context_length"],
+    # one registry of the causal LMs (GPT-Neo, the compressor): generation and scoring load and decode through it
+    "models.registry": ["ModelEntry", "REGISTRY", "model_names", "model_entry", "entry_of", "saved_entry", "load_saved",
+                        "build_model", "parameter_count", "min_tokens", "own_generate"],
+    # training code lives in training/: the optimiser groups and schedule beside LAMB, the compressor's training
+    "training.optim": ["Lamb", "param_groups", "param_group_names", "make_optimizer", "cosine_schedule"],
+    "training.compressor": ["train_compressor"],
+    "training.loop": ["Placement", "placement"],
     "core.hardware": ["compute_device", "native_bf16", "resolve_precision", "autocast_context", "cpu_info"],
     "core.html_table": ["styled_table"],
     "core.parallel": ["resolve_workers", "plan_jobs", "describe_jobs", "run_jobs"],
@@ -86,6 +104,11 @@ HOMES = {
                                   "specialist_lines", "specialist_comparison"],
     # HTML is built in the report layer: story_eval grades, the report views render (themed colours, instruct stories)
     "report.story_views": ["colour_table_html", "highlight_words", "instruct_examples_html"],
+    # the flows and table rows that left the notebooks' cells (a cell reads "compute X with a helper; show it")
+    "story_eval.suites": ["coverage_row", "gpteval_completions"],
+    "story_eval.instruct_files": ["instruct_completions"],
+    "generation.completions": ["nested_completions", "write_generated_corpora"],
+    "report.architecture_tables": ["blimp_columns", "contrastive_row", "compressor_row"],
     # figures live in the report layer: the familiarity table stays in evaluation, its figure is a view
     "report.evaluation_views": ["plot_word_familiarity"],
     # the print rule of every saved figure and the layout helpers that keep it
@@ -154,6 +177,7 @@ LAZY = {
     ("runner", "traitlets"): "as papermill",
     ("runner", "helpers"): "the runner's command-line checks must not pay for torch (reporting, hardware)",
     ("core.config", "torch"): "config is read by the runner and data steps that never load torch",
+    ("core.digests", "torch"): "the runner, the data steps and the set-up's model-file check hash files without torch",
     ("core.parallel", "torch"): "a worker sets its thread count before torch is imported",
     ("core.parallel", "helpers"): "as torch: core.hardware imports it (the GPU check of workers: auto)",
     ("data.corpora", "datasets"): "only for a Hugging Face hub name, never in a default run",

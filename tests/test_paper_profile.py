@@ -38,6 +38,27 @@ def test_template_check_catches_a_story_with_names_swapped():
     assert M.mask_names("Lily met Tom.", {"Lily", "Tom"}) == f"{M.NAME} met {M.NAME}."
 
 
+def test_memorisation_rows_per_split_and_per_completion():
+    """Notebook 03's memorisation table: a verbatim copy, a copy with the names swapped and a new text, against
+    their real endings; the summary row agrees with the per-completion rows and with the measures it is made of."""
+    names = M.corpus_names(STORIES)
+    swapped = STORIES[0].replace("Lily", "Max").replace("Tom", "Tim")  # names of the corpus: masked as well
+    comps, endings = [STORIES[1], swapped, "A car drove down the long road to the sea."], [STORIES[1], STORIES[0], "x y"]
+    summary, per = M.memorisation_rows("m", STORIES, {"train": (comps, endings), "held-out": (comps[1:], endings[1:])},
+                                       n=3, shortlist=2, min_words=20)
+    assert [(r["model"], r["prompts"], r["completions"]) for r in summary] == [("m", "train", 3), ("m", "held-out", 2)]
+    assert [r["prompts"] for r in per] == ["train"] * 3 + ["held-out"] * 2
+    first = summary[0]
+    assert first["exact copies (≥ 20 words)"] == 1 and first["template copies (names swapped)"] == 1
+    assert [r["longest_shared_run"] for r in per[:3]] == [len(STORIES[1].split()), *[r["run"] for r in M.template_matches(
+        comps[1:], STORIES, names=names, min_words=20)]]
+    assert first["max ROUGE-2 vs ending"] == max(r["rouge2_vs_ending"] for r in per[:3]) == pytest.approx(1.0)
+    assert first["mean max ROUGE-2 vs training stories"] == pytest.approx(np.mean([r["max_rouge2_train"] for r in per[:3]]))
+    assert per[3:] == [{**r, "prompts": "held-out", "max_rouge2_others": per[3 + i]["max_rouge2_others"]}
+                       for i, r in enumerate(per[1:3])]  # the same measures but among the other completions
+    assert summary[1]["template copies (names swapped)"] == 1 and summary[1]["exact copies (≥ 20 words)"] == 0
+
+
 def test_memorisation_prompts_have_their_own_cut(tmp_path):
     import yaml
 

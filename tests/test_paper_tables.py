@@ -282,6 +282,24 @@ def test_table1_says_which_decoders_were_repetition_fine_tuned(tmp_path):
     (tmp_path / "decoders" / "b" / "best").mkdir(parents=True)
     labels = paper_tables.decoder_models(tmp_path, ["a", "b"])
     assert labels == {"a": "GPT-Neo, repetition-fine-tuned", "b": "GPT-Neo"}
+    both = paper_tables.decoder_models(tmp_path, ["a", "a (plain)", "a (plain) (seed 7)"])  # the plain one scored beside
+    assert both["a (plain)"] == both["a (plain) (seed 7)"] == "GPT-Neo, plain (before repetition fine-tuning)"
     zero = {("decoder", n): _Result(_rows({"blimp": 0.75, "supplement": 0.5, "ewok": 0.6})) for n in ("a", "b")}
     t = paper_tables.decoder_table(zero, ["a", "b"], "ours", {}, _paper(), labels)
     assert list(t[t.source == "ours"]["model"]) == ["GPT-Neo, repetition-fine-tuned", "GPT-Neo"]
+
+
+def test_table7_without_fine_tuned_encoders_keeps_the_majority_and_paper_rows():
+    """The cpu profile fine-tunes no encoder (``glue_encoders: []``): Table 7 is the majority row and the paper's."""
+    from helpers.evaluation import finetune
+    from helpers.evaluation.finetune_setup import finetune_config
+    cfg = finetune_config({"preset": "berttime", "epochs": 1, "max_train_examples": 16, "max_eval_examples": 16})
+    runs = finetune.finetune_many({}, ["cola", "rte"], cfg, "unused", 1)
+    assert runs.empty and {"model", "task", "score", "ci_low", "ci_high"} <= set(runs.columns)
+    majority = pd.DataFrame({"task": ["cola", "rte"], "score": [0.0, 0.5]})
+    paper = pd.DataFrame({"training_data": ["baby-100M"], "cola": [40.0], "rte": [60.0]})
+    t = paper_tables.glue_table(runs, ["cola", "rte"], paper, majority)
+    assert list(t.index) == [paper_tables.MAJORITY_ROW, "paper: baby-100M (100M track)"]
+    assert t.loc[paper_tables.MAJORITY_ROW, "GLUE avg."] == 25.0 and t.loc["paper: baby-100M (100M track)", "GLUE avg."] == 50.0
+    assert paper_tables.glue_average_intervals(runs, ["cola", "rte"]) == {}
+    assert paper_tables.glue_runs_table(runs).empty

@@ -105,12 +105,18 @@ def test_story_views_draw_intervals_chance_and_every_model():
     assert list(points) == pytest.approx(list(summary[summary.suite == SUITES[0]]["score"]))  # 1/3 for both models
     plt.close(fig)
 
-    means = pd.DataFrame([{"model": mdl, "decoding": dec, "grammar": 6.0, "grammar low": 5.0, "grammar high": 7.0}
-                          for dec in ("greedy", "nucleus") for mdl in ("a", "b")])
+    means = pd.DataFrame([{"model": mdl, "decoding": dec, "grammar": g, "grammar low": g - 0.1, "grammar high": g + 0.1}
+                          for dec, shift in (("greedy", 0.0), ("nucleus", 0.2)) for mdl, g in (("a", 4.0 + shift),
+                                                                                            ("b", 4.1 + shift))])
     fig = SV.plot_judge_scores(means, ["a", "b"], ["grammar"], "t")
-    assert len(fig.axes) == 2 and len(fig.axes[0].containers) == 2  # bars + error bars per panel
+    panel, strip = fig.axes
+    assert len(panel.containers) == 2  # a dot with its interval per decoding, not bars
+    lo, hi = panel.get_xlim()
+    assert 3.7 <= lo < 3.9 and 4.4 < hi < 4.7  # zoomed to the intervals (3.9-4.4), not the whole 1-10 scale
+    assert strip.get_xlim() == (1, 10) and any("midpoint 5.5" in t.get_text() for t in strip.texts)
+    assert {t.get_text() for t in panel.texts} == {"4.00", "4.10", "4.20", "4.30"}  # every value beside its dot
     fig.canvas.draw()  # the figure title clears the panel titles
-    assert fig._suptitle.get_window_extent().y0 >= fig.axes[0].title.get_window_extent().y1
+    assert fig._suptitle.get_window_extent().y0 >= panel.title.get_window_extent().y1
     plt.close(fig)
 
     words = pd.DataFrame([{"prompts": "bundled 50", "model": mdl, "share of required words used": 0.5,
@@ -223,10 +229,20 @@ def test_interpret_views_readable_labels_data_range_and_distinct_class_colours()
     assert V.token_ticks(40, 6.4) == (1, pytest.approx(9.216)) and V.token_ticks(12, 6.4) == (1, 10.0)  # every token
     assert V.token_ticks(40, 1.3) == (4, 7.0)  # a narrow panel: every 4th token at 7 pt, not 40 labels at 2 pt
     att = np.tril(np.ones((2, 2, 40, 40)))
-    fig = V.plot_attention_grid(att / att.sum(-1, keepdims=True), [f"t{i}" for i in range(40)], ["global", "local"], n=40)
-    ticks = fig.axes[0].get_yticklabels()
-    assert min(t.get_fontsize() for t in ticks) >= 7 and [t.get_text() for t in ticks][:2] == ["t0", f"t{40 // len(ticks)}"]
+    fig = V.plot_attention_grid(att / att.sum(-1, keepdims=True), [f"t{i}" for i in range(40)], ["global", "local"], n=40,
+                                head_classes={(0, 0): "positional", (1, 1): "semantic"})
+    ticks = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert min(t.get_fontsize() for t in fig.axes[0].get_yticklabels()) >= 8 and 3 <= len(ticks) <= 40 // 2
+    gap = int(ticks[1][1:])
+    assert ticks == [f"t{i}" for i in range(0, 40, gap)]  # a few labels, evenly spread
+    assert fig.axes[0].get_title() == "L0 global · H0\npositional" and fig.axes[1].get_title() == "L0 global · H1"
+    assert any(ax.get_label() == "<colorbar>" for ax in fig.axes)
     plt.close(fig)
+    # sub-word pieces: words are named at their first piece, fragments and punctuation are never labelled
+    pieces = ["<eot>", " Lily", " lik", "ed", " the", " d", "og", ".", " She", " s", "aw"]
+    assert V.word_labels(pieces) == ["<eot>", "Lily", "liked", "", "the", "dog", "", ".", "She", "saw", ""]
+    assert V.readable_ticks(V.word_labels(pieces), 20) == [0, 1, 2, 4, 5, 8, 9]
+    assert V.readable_ticks(V.word_labels(pieces), 3) == [0, 4, 8]
 
     heads = pd.DataFrame([{"model": m, "layer": li, "head": h, "layer type": "global",
                            "r (lower triangle)": r * (1 if m == "a" else 0.5)}
@@ -343,7 +359,7 @@ def _loss_results(names):
 def _figures():
     """(report figure name, a function drawing it at the cpu run's size)."""
     from helpers.analysis import lexicon
-    from helpers.diversity import unlikelihood
+    from helpers.training import unlikelihood
     from helpers.judge.validity import CORRUPTIONS, VALIDITY_CRITERIA
     from helpers.report import evaluation_views as EV, generation_views as GV, interpret_views as IV, story_views as SV
     from helpers.story_eval.suites import SUITES, grade_summary

@@ -168,6 +168,82 @@ def test_notebooks_committed_without_outputs_and_thin():
             ast.literal_eval(node.value)
 
 
+#: the most non-blank lines (comments count) a notebook code cell may hold; the parameters cell is exempt: it
+#: mirrors params/cpu/<notebook>.yaml line for line
+CELL_LINES = 20
+#: cells that break the rule above or write a file themselves, allowed until their notebook is thinned:
+#: (notebook, index in ``nb.cells``, markdown cells counted) -> what is wrong. Empty it, cell by cell: a listed cell
+#: that passes fails the test too, so the list never outlives its cells.
+THICK_CELLS = {
+    ("02_decoder_training", 3): "imports and set-up: over 20 lines",
+    ("05_evaluation", 2): "imports, set-up, the paper's reference tables and the scale printout: over 20 lines",
+}
+#: calls that write a file: notebooks save through helpers.report.reporting (save_table, save_figure) or the
+#: atomic writers of helpers.core.artifacts (write_text, write_json, write_jsonl)
+_WRITER_METHODS = {"to_csv", "to_json", "to_parquet", "to_excel", "savefig", "write_text", "write_bytes"}
+_WRITER_FUNCTIONS = {("json", "dump"), ("torch", "save"), ("pickle", "dump"), ("np", "save"), ("plt", "savefig")}
+
+
+def _direct_writes(source: str) -> list[str]:
+    """The direct file writes of a cell's code: a pandas/matplotlib/pathlib writer method (``.to_csv(``,
+    ``.savefig(``, ``.write_text(``, ...), ``json.dump(``, ``torch.save(`` and the like, and ``open(``/``.open(``
+    with a write, append or create mode. A helper called by name (``write_text(path, text)``) is not one."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
+        owner = f.value.id if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) else None
+        what = None
+        if (owner, name) in _WRITER_FUNCTIONS:
+            what = f"{owner}.{name}("
+        elif isinstance(f, ast.Attribute) and name in _WRITER_METHODS:
+            what = f".{name}("
+        elif name == "open":
+            pos = 1 if isinstance(f, ast.Name) else 0  # open(path, mode) or path.open(mode)
+            mode = next((k.value for k in node.keywords if k.arg == "mode"),
+                        node.args[pos] if len(node.args) > pos else None)
+            if mode is not None and not (isinstance(mode, ast.Constant) and not set(str(mode.value)) & set("wax+")):
+                what = f"open(mode={ast.unparse(mode)})"
+        if what:
+            found.append((node.lineno, node.col_offset, what))
+    return [what for *_, what in sorted(found)]
+
+
+def test_direct_write_detector():
+    assert _direct_writes("df.to_csv(p, index=False)\nfig.savefig('a.png')\njson.dump(x, f)\ntorch.save(m, p)") == [
+        ".to_csv(", ".savefig(", "json.dump(", "torch.save("]
+    assert _direct_writes("open(p, 'w').write(s)\nPath(p).open(mode='a')\nPath(p).write_text(s)") == [
+        "open(mode='w')", "open(mode='a')", ".write_text("]
+    assert _direct_writes("open(p)\nopen(p, 'rb')\nwrite_text(p, df.to_string())\nreporting.save_table(df, 'x', profile)") == []
+
+
+def test_notebook_cells_are_short_and_write_through_helpers():
+    """Every code cell of every notebook (its parameters cell aside) holds at most :data:`CELL_LINES` non-blank
+    lines and no direct file write (:func:`_direct_writes`): a cell reads as a step of the story ("compute X with a
+    helper; save and show its table; plot"), the work is in src/helpers, and every file a notebook writes goes
+    through the helpers that write atomically into reports/ (``reporting.save_table``, ``save_figure``) or the run
+    folder (``helpers.core.artifacts``). :data:`THICK_CELLS` lists the cells still waiting to be thinned."""
+    bad, passing = [], []
+    for nb_path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        nb = nbformat.read(nb_path, as_version=4)
+        for i, c in enumerate(nb.cells):
+            if c.cell_type != "code" or "parameters" in c.metadata.get("tags", []):
+                continue
+            lines = sum(1 for line in c.source.splitlines() if line.strip())
+            problems = ([f"{lines} non-blank lines (at most {CELL_LINES})"] if lines > CELL_LINES else []) + [
+                f"writes a file itself: {w}" for w in _direct_writes(c.source)]
+            key = (nb_path.stem, i)
+            if key in THICK_CELLS:
+                if not problems:
+                    passing.append(f"{nb_path.stem} cell {i}")
+            elif problems:
+                bad.append(f"{nb_path.stem} cell {i} ({c.source.splitlines()[0][:60]!r}...): {'; '.join(problems)}")
+    assert not bad, "thin these cells (a helper in src/helpers, a table or figure saved by reporting):\n" + "\n".join(bad)
+    assert not passing, f"these cells pass now: remove them from THICK_CELLS: {passing}"
+
+
 def test_ci_runs_the_readme_test_command():
     readme = (ROOT / "README.md").read_text()
     ci = (ROOT / ".ci" / "run").read_text()
@@ -177,8 +253,13 @@ def test_ci_runs_the_readme_test_command():
 #: the pipeline's stages, in the order data flows (``src/helpers/<stage>/``; the runner sits on top)
 STAGES = ["core", "data", "models", "training", "generation", "diversity", "evaluation", "judge", "story_eval",
           "analysis", "report", "runner"]
-#: the one import against the flow: the compressor samples with the one next-token rule, a leaf module (torch only)
-AGAINST_THE_FLOW = {("models.compressor", "generation.decoding")}
+#: the imports against the flow: the compressor samples with the one next-token rule, a leaf module (torch only); and
+#: repetition fine-tuning (a training loop) is trained on the decoder's own greedy rollouts and probes its
+#: continuations, so it decodes with the one batched loop and cuts prompts as notebook 03 does (nothing in
+#: ``generation`` imports ``training``: no cycle)
+AGAINST_THE_FLOW = {("models.compressor", "generation.decoding"),
+                    ("training.unlikelihood", "generation.completions"),
+                    ("training.unlikelihood", "generation.decoding")}
 
 
 def _helpers_imports() -> dict[str, set[str]]:

@@ -175,6 +175,19 @@ def test_save_table_never_writes_scientific_notation(reports):
     assert pd.read_csv(out)["budget_flops"].iloc[0] == 1.89247e11  # the CSV keeps full precision
 
 
+def test_save_table_without_markdown_writes_the_csv_only(reports):
+    """Item-level tables (one row per graded completion) are CSV only: the same bytes as pandas' own CSV, no .md."""
+    import pandas as pd
+
+    from helpers.report import reporting
+
+    df = pd.DataFrame({"model": ["a", "b"], "completion": ["x | y", "z"], "grammar": [7.5, float("nan")]})
+    out = reporting.save_table(df, "items", "smoke", markdown=False)
+    assert (reports / "tables" / "items.csv").read_text() == df.to_csv(index=False)
+    assert not (reports / "tables" / "items.md").exists() and "/tmp/" not in repr(out)
+    assert not list((reports / "tables").glob(".*"))  # no temporaries left behind
+
+
 def _md_rows(path: Path) -> list[list[str]]:
     """The cells of a Markdown table, split on unescaped pipes."""
     rows = []
@@ -491,7 +504,7 @@ def test_a_failed_run_keeps_the_times_of_the_notebooks_it_finished(tmp_path, mon
 
 
 def test_run_inputs_keys_files_by_their_place_in_the_run(tmp_path):
-    from helpers.core.artifacts import sha256_file
+    from helpers.core.digests import sha256_file
     from helpers.report import reporting
 
     run = tmp_path / "smoke"

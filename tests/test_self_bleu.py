@@ -207,3 +207,16 @@ def test_choose_k_flat_curve_is_undefined():
     assert sb.choose_k_or_none(flat, "knee", eps=0.01) is None
     assert sb.k_choice_label(flat, None, 0.01) == "undefined: flat curve"
     assert sb.choose_k(flat, "knee", eps=0.01) == 2  # choose_k alone would read a "knee" off noise at the first k
+
+
+def test_k_choices_per_model_of_a_table():
+    import pandas as pd
+
+    rows = [("a", k, v) for k, v in {2: 0.0, 5: 0.1, 10: 0.2, 15: 0.201, 20: 0.202}.items()]
+    rows += [("b", k, 0.003) for k in (2, 5, 10, 15, 20)]  # flat
+    rows += [("c", k, k / 100) for k in (2, 5, 10, 15, 20)]  # still rising
+    table = pd.DataFrame(rows, columns=["model", "k", "self-BLEU"])
+    curves, chosen, labels = sb.k_choices(table, "knee", eps=0.01)
+    assert list(curves) == ["a", "b", "c"] and curves["a"] == {2: 0.0, 5: 0.1, 10: 0.2, 15: 0.201, 20: 0.202}
+    assert chosen == {"a": 10, "b": None, "c": None}
+    assert labels == {"a": "k = 10", "b": "undefined: flat curve", "c": "no knee within k ≤ 20"}

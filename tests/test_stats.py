@@ -2,6 +2,7 @@
 copy of the code it had before (the ``_old_*`` functions below), on fixed random inputs: the numbers must be equal,
 not close."""
 import math
+from collections import Counter
 
 import numpy as np
 import pandas as pd
@@ -12,6 +13,7 @@ from helpers.judge import validity as JV
 from helpers.core import stats
 from helpers.story_eval import suites as SE
 from helpers.core.stats import bootstrap_mean_interval, wilson_interval
+from helpers.evaluation.word_familiarity import matched_gap
 
 CONFIDENCES = [0.95, 0.9, 0.8, 0.99]
 
@@ -194,6 +196,79 @@ def test_paradigm_mean_interval_unchanged(confidence):
     for seed in (0, 9):
         assert (ev.paradigm_mean_interval(pairs, correct, confidence, 700, seed)
                 == _old_paradigm_mean_interval(pairs, correct, confidence, 700, seed))
+
+
+
+def _old_average_interval(rows, confidence=0.95, seed=0):
+    """The interval of ``summarise``'s ``overall`` average as it was computed before ``binomial_replicates``."""
+    s = ev.summarise(rows, confidence, seed=seed)  # (only its paradigm table, which the change leaves alone)
+    par = s["paradigm"]
+    rng = np.random.default_rng(seed)
+    reps = []
+    for task, g in par.groupby("task", sort=False):
+        n, k = g["pairs"].to_numpy(), g["correct"].to_numpy()
+        reps.append(100.0 * (rng.binomial(n[None, :], (k / n)[None, :], size=(ev.BOOTSTRAP_SAMPLES, len(n))) / n).mean(axis=1))
+    avg = np.mean(reps, axis=0)
+    alpha = (1.0 - confidence) / 2.0
+    return float(np.quantile(avg, alpha)), float(np.quantile(avg, 1.0 - alpha))
+
+
+def _old_matched_gap_interval(familiar, rest, confidence=0.95, samples=ev.BOOTSTRAP_SAMPLES, seed=0):
+    """``word_familiarity.matched_gap``'s interval as it was computed before ``binomial_replicates``."""
+    nf, kf = Counter(r["paradigm"] for r in familiar), Counter(r["paradigm"] for r in familiar if r["correct"])
+    nr, kr = Counter(r["paradigm"] for r in rest), Counter(r["paradigm"] for r in rest if r["correct"])
+    ps = [p for p in nf if nr[p]]
+    n_f, n_r = (np.array([c[p] for p in ps], dtype=np.int64) for c in (nf, nr))
+    a_f = np.array([kf[p] for p in ps], dtype=float) / n_f
+    a_r = np.array([kr[p] for p in ps], dtype=float) / n_r
+    w = n_f / n_f.sum()
+    rng = np.random.default_rng(seed)
+    d_f = rng.binomial(n_f[None, :], a_f[None, :], size=(samples, len(ps))) / n_f[None, :]
+    d_r = rng.binomial(n_r[None, :], a_r[None, :], size=(samples, len(ps))) / n_r[None, :]
+    lo, hi = stats.percentile_interval(100.0 * (d_f - d_r) @ w, confidence)
+    return float(lo), float(hi)
+
+
+def _scored_rows(seed=3):
+    rng = np.random.default_rng(seed)
+    rows = []
+    for task, paradigms in (("blimp", 4), ("ewok", 3)):
+        for p in range(paradigms):
+            for i in range(int(rng.integers(5, 30))):
+                rows.append({"task": task, "paradigm": f"p{p}", "phenomenon": f"ph{p % 2}", "pair_id": str(i),
+                             "correct": bool(rng.random() < 0.7), "tie": False})
+    familiar = [{"paradigm": f"p{i % 5}", "correct": bool(rng.random() < 0.8)} for i in range(40)]
+    rest = [{"paradigm": f"p{i % 6}", "correct": bool(rng.random() < 0.6)} for i in range(70)]
+    return rows, familiar, rest
+
+
+@pytest.mark.parametrize("confidence", CONFIDENCES)
+def test_summarise_average_interval_unchanged(confidence):
+    rows, _, _ = _scored_rows()
+    for seed in (0, 4):
+        o = ev.summarise(rows, confidence, seed=seed)["overall"].iloc[0]
+        assert (o["average_ci_low"], o["average_ci_high"]) == _old_average_interval(rows, confidence, seed)
+    o = ev.summarise(rows, 0.95, seed=0)["overall"].iloc[0]  # the numbers the code before this change gave
+    assert (o["average_ci_low"], o["average_ci_high"]) == (65.28924486461251, 82.47545518207284)
+
+
+@pytest.mark.parametrize("confidence", CONFIDENCES)
+def test_matched_gap_interval_unchanged(confidence):
+    _, familiar, rest = _scored_rows()
+    for seed, samples in ((0, ev.BOOTSTRAP_SAMPLES), (3, 500)):
+        g = matched_gap(familiar, rest, confidence, samples, seed)
+        assert (g["gap ci_low"], g["gap ci_high"]) == _old_matched_gap_interval(familiar, rest, confidence, samples, seed)
+    g = matched_gap(familiar, rest, seed=3)  # the numbers the code before this change gave
+    assert (g["gap ci_low"], g["gap ci_high"], g["gap (points)"]) == (15.371212121212137, 50.37878787878788,
+                                                                     33.40909090909091)
+
+
+def test_binomial_replicates_resample_within_each_stratum():
+    reps = stats.binomial_replicates([10, 4], [10, 0], 50, np.random.default_rng(0))
+    assert reps.shape == (50, 2) and (reps[:, 0] == 1.0).all() and (reps[:, 1] == 0.0).all()  # all right / all wrong
+    a = stats.binomial_replicates([30, 12], [18, 5], 400, np.random.default_rng(1))
+    assert (a == stats.binomial_replicates([30, 12], [18, 5], 400, np.random.default_rng(1))).all()  # seeded
+    assert set(np.unique(a[:, 1] * 12)) <= set(range(13)) and abs(a[:, 0].mean() - 0.6) < 0.02
 
 
 # ------------------------------------------------------------------ bootstrap of column means, Wilson interval

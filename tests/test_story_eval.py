@@ -100,6 +100,24 @@ def test_answer_keys_match_the_prompt_files():
             assert k.success and k.expect
 
 
+def test_bundled_yaml_reads_the_same_with_the_one_yaml_reader(tmp_path):
+    """The suites read their YAML with ``core.config.read_yaml`` (YAML 1.2 numbers, no repeated key) where they used
+    ``yaml.safe_load``: the bundled files load to the same objects, and a repeated key is refused."""
+    import yaml
+
+    from helpers.core.config import ParamsError, read_yaml
+    from helpers.data.corpora import read_text, resolve
+
+    for name in (SE.ANSWER_KEYS, SE.EVAL_PROMPTS):
+        old = yaml.safe_load(read_text(name))
+        assert read_yaml(resolve(name), read_text(name)) == old and repr(read_yaml(resolve(name), read_text(name))) == repr(old)
+    assert SE.load_eval_prompts() == yaml.safe_load(read_text(SE.EVAL_PROMPTS))
+    p = tmp_path / "keys.yaml"
+    p.write_text("factual: []\nfactual: []\n")
+    with pytest.raises(ParamsError, match="duplicate key 'factual'"):
+        SE.load_answer_keys(p, suites=["factual"], prompts={"factual": []})
+
+
 def test_answer_key_loader_checks_prompts(tmp_path):
     text = ("factual:\n  - id: factual-1\n    prompt: \"Alice went\"\n    expect: home\n    success: [home]\n"
             "reasoning: []\ncontext-tracking: []\n")
@@ -176,6 +194,17 @@ def test_grade_table_summary_and_colours():
     assert "judge 9/10" in html and "expected:" in html
 
 
+def test_grade_summary_adds_the_judges_mean_consistency_when_graded():
+    keys = SE.load_answer_keys()["context-tracking"]
+    rows = [{"model": m, "story_id": k, "completion": " I don't know."} for m in ("a", "b")
+            for k in ("context-tracking-3", "context-tracking-4")]
+    g = SE.grade_table(rows, keys)
+    plain = SE.grade_summary(g)
+    judged = SE.grade_summary(g.assign(**{"judge consistency": [2.0, 4.0, 6.0, float("nan")]}))
+    assert "judge consistency" not in plain and judged.drop(columns="judge consistency").equals(plain)
+    assert judged["judge consistency"].tolist() == [3.0, 6.0]  # per model and suite, a failed grade left out
+
+
 # ----------------------------------------------------------------------------- first sentence and prompts
 @pytest.mark.parametrize("text, first", [
     (" to bed. She slept.", "to bed."),
@@ -206,6 +235,31 @@ def test_fit_prompts(decoder_tokenizer):
     ps = SE.story_prompts(["short prompt", "a much longer prompt " * 20])
     kept, dropped = SE.fit_prompts(ps, decoder_tokenizer, context=40, min_new_tokens=8)
     assert [p.story_id for p in kept] == [0] and [p.story_id for p in dropped] == [1]
+
+
+def test_gpteval_completions_fit_each_model_and_count_coverage(decoder_tokenizer, monkeypatch, tmp_path):
+    """Each model completes the prompts that fit its context, cached under its own file; the coverage table names
+    the prompts left out and counts words (a stand-in for the cached completions: no model runs)."""
+    calls = []
+
+    def fake_completions(path, folder, prompts, decoding, *, model_name, **kw):
+        calls.append((path.name, [p.story_id for p in prompts], kw["seed"]))
+        return [{"model": model_name, "story_id": p.story_id, "completion_words": 0 if p.story_id else 4} for p in prompts]
+
+    monkeypatch.setattr(SE, "cached_completions", fake_completions)
+    monkeypatch.setattr(SE, "load_tokenizer", lambda folder: decoder_tokenizer)
+    monkeypatch.setattr(SE, "model_context", lambda folder: {"small": 40, "large": 400}[folder])
+    ps = SE.story_prompts(["short prompt", "a much longer prompt " * 20])
+    rows, coverage, kept = SE.gpteval_completions(tmp_path, {"m-small": "small", "m-large": "large"}, ps, "dec", 8,
+                                                  max_new_tokens=16, batch_size=4, seed=3)
+    assert calls == [("gpteval-m-small.jsonl", [0], 3), ("gpteval-m-large.jsonl", [0, 1], 3)]
+    assert rows["model"].tolist() == ["m-small", "m-large", "m-large"] and list(kept) == ["m-small", "m-large"]
+    assert coverage[["model", "context", "prompts used", "prompts left out", "completions", "empty completions"]
+                    ].values.tolist() == [["m-small", 40, 1, "1", 1, 0], ["m-large", 400, 2, "-", 2, 1]]
+    assert coverage["mean words"].tolist() == [4.0, 2.0] and coverage["median words"].tolist() == [4.0, 2.0]
+    none = SE.coverage_row("m", 10, [], ps, [], 0.04)
+    assert none["prompts left out"] == "0, 1" and none["completions"] == 0 and none["seconds"] == 0.0
+    assert none["mean words"] != none["mean words"]  # NaN: no completion to count
 
 
 def test_judge_config_none_without_endpoint(monkeypatch):
@@ -316,6 +370,37 @@ def test_instruct_scores_and_chance_baseline():
     assert summ.loc[0, "share of required words used"] == pytest.approx(1 / 3)
     html = SV.instruct_examples_html([{"prompt": rows[0]["prompt"], "m": "Cats like hats."}], ["m"])
     assert "<b>Cats</b>" in html and "<b>hats</b>" in html and "<b>like</b>" not in html
+
+
+def test_unscored_notes_name_prompts_without_words():
+    rows = [{"model": m, "prompts": "set", "prompt": p, "completion": "A cat."} for m in ("a", "b")
+            for p in ("Words: cat, hat\nStory:", "Features: Dialogue\nStory:")]
+    rows.append({"model": "a", "prompts": "other", "prompt": "Words: dog\nStory:", "completion": "A dog."})
+    notes = INS.unscored_notes(INS.instruct_scores(rows))
+    assert notes == ["set: 1 of 2 prompts have no Words: line (only features, a summary or a random sentence), so 2 of 4 "
+                     "stories (2 models) are not scored for required words"]
+
+
+def test_instruct_completions_fit_each_set_and_name_the_files(decoder_tokenizer, monkeypatch, tmp_path):
+    from helpers.story_eval import instruct_files as IF
+
+    calls = []
+
+    def fake_completions(path, folder, prompts, decoding, *, model_name, **kw):
+        calls.append((path.name, folder, [p.story_id for p in prompts]))
+        return [{"model": model_name, "story_id": p.story_id, "completion": "x"} for p in prompts]
+
+    monkeypatch.setattr(IF, "cached_completions", fake_completions)
+    sets = {"bundled 50": SE.story_prompts(["Words: cat\nStory:", "Words: dog " * 30 + "\nStory:"]),
+            "held-out derived": SE.story_prompts(["Words: hat\nStory:"], ["h-0"])}
+    rows, fit = IF.instruct_completions(tmp_path, sets, {"tiny-1M (plain)": "p", "tiny-1M-instruct": "i"},
+                                        "tiny-1M-instruct", "tiny-1M", decoder_tokenizer, 40, "dec", 8,
+                                        max_new_tokens=16, batch_size=4, seed=0)
+    assert calls == [("instruct-bundled-plain-tiny-1M.jsonl", "p", [0]), ("instruct-bundled-instruct-tiny-1M.jsonl", "i", [0]),
+                     ("instruct-held-out-plain-tiny-1M.jsonl", "p", ["h-0"]),
+                     ("instruct-held-out-instruct-tiny-1M.jsonl", "i", ["h-0"])]
+    assert [r["prompts"] for r in rows] == ["bundled 50"] * 2 + ["held-out derived"] * 2
+    assert fit.values.tolist() == [["bundled 50", 2, 1, 1], ["held-out derived", 1, 1, 0]]
 
 
 def test_heldout_split_keeps_validation_first():

@@ -24,13 +24,11 @@ from helpers.models.decoder import build_decoder, count_parameters
 from helpers.training.loop import (
     TrainConfig,
     TrainingDiverged,
-    cosine_schedule,
     lm_loss,
-    param_group_names,
-    param_groups,
     read_metrics,
     train,
 )
+from helpers.training.optim import cosine_schedule, param_group_names, param_groups
 
 sys.path.insert(0, str(Path(__file__).parent))
 import train_worker as W  # noqa: E402
@@ -560,3 +558,39 @@ def test_torchrun_entry_point_opens_the_process_group_for_the_params_device(monk
     params["train"].pop("device")
     recipes.main(["--profile", "smoke"])
     assert seen == ["cpu", "auto"]
+
+
+def test_device_and_precision_are_resolved_once_and_passed_down(monkeypatch, tmp_path):
+    """A run asks core.hardware where and how it trains once (loop.placement): train_decoder resolves it and hands it
+    down through train_or_skip; the loop resolves it itself only when it is not given, and refuses one made for
+    another config."""
+    from helpers.training import loop, recipes
+
+    asked = []
+    real_device, real_precision = loop.compute_device, loop.resolve_precision
+    monkeypatch.setattr(loop, "compute_device", lambda *a: asked.append("device") or real_device(*a))
+    monkeypatch.setattr(loop, "resolve_precision", lambda *a: asked.append("precision") or real_precision(*a))
+    tr, va = W.make_data()
+    cfg = W.make_config(steps=2, save_every=2, eval_every=2)
+    train(W.make_model(), tr, va, tmp_path / "a", cfg, progress=False)
+    assert asked == ["device", "precision"]  # once each, at the start
+    place = loop.placement(cfg.device, cfg.precision)
+    assert (place.device, place.precision, place.requested) == (torch.device("cpu"), "fp32", ("cpu", "fp32"))
+    asked.clear()
+    train(W.make_model(), tr, va, tmp_path / "b", cfg, progress=False, place=place)
+    assert asked == []  # passed down: the loop does not ask again
+    with pytest.raises(ValueError, match="placement resolved for"):
+        train(W.make_model(), tr, va, tmp_path / "c", W.make_config(steps=2, precision="auto"), progress=False, place=place)
+
+    class Tok:
+        unk_token_id = None
+
+        def convert_tokens_to_ids(self, token):
+            return 0
+
+    seen = {}
+    monkeypatch.setattr(recipes, "train_or_skip", lambda *a, **k: seen.update(k))
+    asked.clear()
+    spec = dict(hidden=32, layers=2, heads=4, context=W.BLOCK, window=8, vocab_size=W.VOCAB, dropout=0.0)
+    recipes.train_decoder("tiny", tr, va, Tok(), spec, cfg, tmp_path / "d")
+    assert asked == ["device", "precision"] and seen["place"].requested == ("cpu", "fp32")

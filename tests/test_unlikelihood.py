@@ -1,4 +1,4 @@
-"""Repetition fine-tuning (helpers.diversity.unlikelihood): the candidates, the loss against HF's logits, and the
+"""Repetition fine-tuning (helpers.training.unlikelihood): the candidates, the loss against HF's logits, and the
 phase on a decoder folder (skip, rerun from the plain model, files left)."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from helpers.data import tokenizers
-from helpers.diversity import unlikelihood as U
+from helpers.training import unlikelihood as U
 from helpers.models import decoder
 from helpers.training import recipes
 from helpers.training.loop import TrainConfig
@@ -274,6 +274,7 @@ def test_finetune_decoders_runs_each_budget_largest_first_and_returns_them_in_or
     for name, n in (("small", 60), ("large", 200)):
         out, run = _decoder_folder(tmp_path / name, spec, model, decoder_tokenizer, real_stories)
         run.train_data = recipes.encode_blocks(decoder_tokenizer, real_stories[:n], spec.context)
+        run.name = run.budget = name  # as notebook 02's plan names a budget's run
         target = tmp_path / "decoders" / name
         target.parent.mkdir(parents=True, exist_ok=True)
         out.rename(target)
@@ -300,3 +301,13 @@ def test_finetune_decoders_runs_each_budget_largest_first_and_returns_them_in_or
     assert alone.history == res["large"].history
     off = U.finetune_decoders(tmp_path, runs, U.UnlikelihoodConfig(steps=0), workers=2)
     assert off == {"small": None, "large": None} and seen[-1][1] == 1  # nothing to run: no worker processes
+
+
+def test_a_seed_replicate_reads_its_budgets_stories_and_draws_its_own_prompts():
+    from types import SimpleNamespace
+    cfg = U.UnlikelihoodConfig(seed=3)
+    base = SimpleNamespace(name="b", budget="b", cfg=SimpleNamespace(seed=42))
+    twin = SimpleNamespace(name="b (seed 7)", budget="b", cfg=SimpleNamespace(seed=7))
+    assert U._budget(twin, "b (seed 7)") == "b" and U._budget(base, "b") == "b"
+    assert U._seeded(cfg, base, "b") is cfg  # the budget's own run keeps the profile's prompts
+    assert U._seeded(cfg, twin, "b (seed 7)").seed == 10 and cfg.seed == 3

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from helpers.core.artifacts import write_text
+from helpers.core.artifacts import append_jsonl, write_text
 from helpers.core.locking import ProfileBusy, ProfileLock
 from helpers.core.overrides import apply_overrides, parse_overrides, variant_id, variant_roots  # noqa: F401 (variant_id: tests)
 from helpers.core.config import (ParamsError, check_params, check_profile, mask_secrets, params_file,
@@ -155,11 +155,12 @@ def run(profile: str = "cpu", only: str | None = None, start: str | None = None,
     todo = plan(profile, select(notebooks(), only, start), overrides)
     if overrides:  # a variant: its own run and report folders, the overrides written beside the reports
         runs, reports = variant_roots(profile, overrides)
+        where = f"runs in {shown_path(runs / profile)}, reports in {shown_path(reports / profile)}"  # before the env moves
         os.environ["STORYBENCH_RUNS"], os.environ["STORYBENCH_REPORTS"] = str(runs), str(reports)
         write_text(reports_dir(profile) / "overrides.json", json.dumps({"profile": profile, "set": overrides},
                                                                        indent=1, sort_keys=True) + "\n")
         print(f"storybench: a variant of {profile} ({', '.join(f'{k}.{kk}={v!r}' for k, o in overrides.items() for kk, v in o.items())}): "
-              f"runs in {shown_path(run_dir(profile))}, reports in {shown_path(reports_dir(profile))}", flush=True)
+              f"{where}", flush=True)
     try:
         lock = ProfileLock(profile).__enter__()
     except ProfileBusy as e:
@@ -388,8 +389,10 @@ def _run(profile: str, todo: list[tuple[Path, dict]], log_output: bool) -> list[
         record_timing(profile, timings[-1])  # at once: a later failure or interruption does not lose it
         print(f"=== {nb.name} done in {dt / 60:.1f} min", flush=True)
     from helpers.report.reporting import write_requirements_lock  # lazily, as below: reporting imports torch (~2 s)
+    from helpers.report.results import write_results
 
     write_requirements_lock(profile)
+    write_results(profile)  # every number of every table, tidy: reports/<profile>/results.csv and results.json
     return timings
 
 
@@ -413,8 +416,7 @@ def record_timing(profile: str, timing: dict) -> None:
            "cpu": cpu["label"], "cpu_flags": cpu["flags"], "cores": cpu["cores"]}
     if gpus := gpu_names():
         row["gpus"] = gpus
-    with open(reports_dir(profile) / "timings_history.jsonl", "a", encoding="utf-8") as f:
-        f.write(json.dumps(row) + "\n")
+    append_jsonl(reports_dir(profile) / "timings_history.jsonl", row)
 
 
 def _short(p: Path) -> str:

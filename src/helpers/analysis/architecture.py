@@ -19,7 +19,8 @@ Table 1 and §6; Eldan & Li 2023).
   :func:`order_preference` measures what the objective aims at: how often a model gives a held-out story a
   higher log-probability than the same story with its sentences shuffled. :func:`loss_spikes` finds the spikes
   the report mentions.
-* The compressor model (Rathod et al. 2024, §7) lives in :mod:`helpers.models.compressor`.
+* The compressor model (Rathod et al. 2024, §7) lives in :mod:`helpers.models.compressor`, its training in
+  :mod:`helpers.training.compressor`; :func:`sample_remark` reads a greedy sample of it.
 """
 from __future__ import annotations
 
@@ -28,7 +29,6 @@ from collections import Counter
 import math
 import random
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -38,12 +38,11 @@ from scipy import stats
 from helpers.core.stats import wilson_interval
 from helpers.data.blocks import PackedBlocks, pack_blocks
 from helpers.data.normalisation import split_sentences
-from helpers.data.tokenizers import encode_stories, end_of_text_id
+from helpers.data.tokenizers import encode_stories
 from helpers.evaluation.lm_scoring import causal_scores
-from helpers.models.compressor import build_compressor, compressor_config, compressor_loss, shifted_token_nll
+from helpers.models.compressor import shifted_token_nll
 from helpers.models.decoder import DecoderSpec, build_decoder, count_parameters, flops_per_token
 from helpers.training.loop import lm_loss
-from helpers.training.recipes import train_or_skip
 
 SHAPE_KEYS = ("hidden", "layers", "heads")
 
@@ -334,19 +333,6 @@ def loss_spikes(history: Sequence[Mapping[str, Any]], factor: float = 1.25, wind
 
 
 # ============================================================================================ the compressor
-
-
-def train_compressor(name: str, train_data, valid_data, tokenizer, spec: dict, cfg, out_dir: str | Path,
-                     progress: bool = True, log: Callable[[str], None] = print):
-    """Train (or resume, or skip) a :mod:`helpers.models.compressor` model with the project's one loop
-    (:func:`helpers.training.recipes.train_or_skip`, loss ``compressor_loss``); the best checkpoint lands in
-    ``<out_dir>/best`` with the tokenizer."""
-    compressor_config(spec)  # refuse bad specs before anything is deleted or trained
-    eot = end_of_text_id(tokenizer)
-    ids = dict(bos_token_id=eot, eos_token_id=eot, pad_token_id=eot)
-    return train_or_skip(name, lambda: build_compressor(spec, seed=cfg.seed, **ids), {"compressor": dict(spec)},
-                         train_data, valid_data, tokenizer, cfg, out_dir, loss_fn=compressor_loss, progress=progress,
-                         log=log)
 
 
 def sample_remark(token_ids: Sequence[int], decode: Callable[[list[int]], str], threshold: float = 0.5,

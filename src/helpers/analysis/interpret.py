@@ -19,7 +19,8 @@ import torch
 from helpers.analysis.attention_stats import (allowed_mask, attention_evenness, distance_correlation,
                                              offset_eta_squared)
 from helpers.analysis.lexicon import LexiconTagger, Word, split_words
-from helpers.core.artifacts import atomic_path, fingerprint, read_json, run_step, sha256_file, write_json
+from helpers.core.artifacts import atomic_path, fingerprint, read_json, run_step, write_json
+from helpers.core.digests import model_files_digest
 from helpers.core.config import shown_path
 from helpers.data.corpora import EOT
 from helpers.data.tokenizers import end_of_text_id, load_tokenizer
@@ -320,19 +321,8 @@ class ModelAnalysis:
         return [display_token(self.tokenizer, int(self.ids[n])) for n in rows]
 
 
-def _model_files_sha(path: Path) -> dict[str, str]:
-    out = {}
-    for name in ("model.safetensors", "pytorch_model.bin", "config.json", "tokenizer.json"):
-        f = path / name
-        if f.is_file():
-            out[name] = sha256_file(f)
-    if not any(k in out for k in ("model.safetensors", "pytorch_model.bin")):
-        raise FileNotFoundError(f"no model weights in {path}")
-    return out
-
-
 def analysis_fingerprint(path: Path, texts: Sequence[str], max_tokens: int, layers: Sequence[int] | None) -> str:
-    return fingerprint("interpret", CACHE_VERSION, _model_files_sha(Path(path)), fingerprint(list(texts)),
+    return fingerprint("interpret", CACHE_VERSION, model_files_digest(path), fingerprint(list(texts)),
                        int(max_tokens), None if layers is None else sorted(int(x) for x in layers))
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -132,6 +132,20 @@ def neuron_class_shares(a: ModelAnalysis, layer: int, k: int, distinct: bool = F
     df["dominant share"] = shares.max(axis=1)
     df["max activation"] = vals[:, 0]
     return df, idx, vals
+
+
+def neuron_shares(analyses: Mapping[str, ModelAnalysis], k: int) -> tuple["pd.DataFrame", dict]:  # noqa: F821
+    """:func:`neuron_class_shares` of every layer of every model (``analyses``: name -> analysis, in order), for its
+    top-``k`` tokens and its top-``k`` distinct tokens: one table of all neurons, and the top rows and values per
+    ``(model, layer, distinct)`` (to show a neuron's examples: :func:`neuron_examples`)."""
+    parts, tops = [], {}
+    for name, a in analyses.items():
+        for layer in sorted(a.acts):
+            for distinct in (False, True):
+                df, idx, vals = neuron_class_shares(a, layer, k, distinct=distinct)
+                parts.append(df)
+                tops[name, layer, distinct] = (idx, vals)
+    return pd.concat(parts, ignore_index=True), tops
 
 
 def random_direction_shares(a: ModelAnalysis, layer: int, k: int, n_directions: int | None = None, seed: int = 0,

@@ -23,6 +23,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from helpers.core.artifacts import fingerprint, read_jsonl, run_step, write_jsonl
+from helpers.core.seeding import generator, seed_everything
 from helpers.models.compressor import build_compressor, compressor_loss
 from helpers.models.decoder import build_decoder, count_parameters  # unique parameters, tied weights once
 
@@ -104,7 +105,7 @@ def _measure_worker(args: dict) -> dict:
     torch.set_num_threads(int(args["threads"]))
     kind, width, batch, seq = args["kind"], args["width"], args["batch"], args["seq"]
     layers, heads, vocab, dropout = args["layers"], args["heads"], args["vocab"], args["dropout"]
-    torch.manual_seed(args["seed"])
+    seed_everything(args["seed"])
     if kind == "gpt-neo":
         model = build_decoder(dict(hidden=width, layers=layers, heads=heads, context=seq, window=seq // 2,
                                    vocab_size=vocab, dropout=dropout), bos_token_id=0, eos_token_id=0, pad_token_id=0)
@@ -116,7 +117,7 @@ def _measure_worker(args: dict) -> dict:
                                       dropout=dropout))
         loss_fn = compressor_loss
     model.train()
-    g = torch.Generator().manual_seed(args["seed"])
+    g = generator(args["seed"])
     ids = torch.randint(vocab, (batch, seq), generator=g)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4) if args["optimizer"] == "adamw" else None
     # warm-up: one tiny step initialises kernels and autograd, then the gradients are dropped again

@@ -1,15 +1,17 @@
 """Atomic artefact writing, checksums and skippable steps.
 
 Every artefact is written to a temporary sibling and renamed into place, so a killed
-process never leaves a half-written file behind.  A *step* is a unit of work whose
-output folder carries a ``_step.json`` stamp holding the fingerprint (hash of params and
-input checksums) it was made from; rerunning with the same fingerprint skips the work.
+process never leaves a half-written file behind (:func:`atomic_path`, :func:`write_text`, :func:`write_json`,
+:func:`write_jsonl`, :func:`save_pretrained_atomic`; journals grow by whole lines, :func:`append_jsonl`;
+``tests/test_writes.py`` finds writes that bypass them); the digests (checksums) are
+:mod:`helpers.core.digests`.  A *step* is a unit of work whose output folder carries a ``_step.json`` stamp
+holding the fingerprint (hash of params and input checksums) it was made from; rerunning with the same
+fingerprint skips the work.
 """
 from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import json
 import os
 import shutil
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from helpers.core.config import rebuild_hint, shown_path
+from helpers.core.digests import bytes_digest, sha256_file
 
 STAMP = "_step.json"
 
@@ -90,6 +93,29 @@ def write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> Path:
     return Path(path)
 
 
+def append_jsonl(path: str | os.PathLike, row: dict) -> Path:
+    """Append ``row`` as one JSON line to a journal (training metrics, the runner's timings history): rewriting
+    the whole file per row would be quadratic, so a kill can cut the last line, which the journals' readers skip
+    (``training.loop.read_metrics``) or never reach (the history is read by its last, whole line)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(row, default=_json_default) + "\n")
+        f.flush()
+    return path
+
+
+def save_pretrained_atomic(path: str | os.PathLike, *objects: Any) -> Path:
+    """``save_pretrained`` of each of ``objects`` (a model, its tokenizer) into the one folder ``path``, written
+    to a temporary sibling and renamed into place: a killed save leaves the previous folder (or none), never half
+    of one."""
+    with atomic_path(path) as tmp:
+        tmp.mkdir()
+        for obj in objects:
+            obj.save_pretrained(tmp)
+    return Path(path)
+
+
 def parse_jsonl(lines: Iterable[str], where: Any, error: type[Exception] = ValueError) -> list[dict]:
     """JSON objects of non-blank ``lines``; a malformed line raises ``error`` naming ``where`` and the line."""
     rows = []
@@ -135,18 +161,9 @@ def _json_default(o: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
-def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
-
-
 def fingerprint(*parts: Any) -> str:
     """A short stable hash of JSON-serialisable parts (params, checksums, names)."""
-    blob = json.dumps(parts, sort_keys=True, default=_json_default).encode()
-    return hashlib.sha256(blob).hexdigest()[:16]
+    return bytes_digest(json.dumps(parts, sort_keys=True, default=_json_default).encode(), 16)
 
 
 def _stamp_path(out: Path) -> Path:

@@ -155,10 +155,14 @@ def parse_value(text: str) -> Any:
         raise ParamsError(f"cannot read {text!r} as a value: {str(e).splitlines()[0]}") from None
 
 
-def read_yaml(path: str | os.PathLike) -> Any:
-    """Parse a YAML file with YAML 1.2 number rules; a syntax error is one line naming the file, line and column."""
+def read_yaml(path: str | os.PathLike, text: str | None = None) -> Any:
+    """Parse a YAML file with YAML 1.2 number rules (``1e-3`` a float), refusing a repeated key; a syntax error is one
+    line naming the file, line and column. The one YAML reader: ``text`` is the file's content where the caller read
+    it already (a checksum-verified or gzip data file, ``data.corpora.read_text``); ``path`` then names it in errors."""
     path = Path(path)
     try:
+        if text is not None:
+            return yaml.load(text, Loader=_Yaml12Loader)
         with open(path, encoding="utf-8") as f:
             return yaml.load(f, Loader=_Yaml12Loader)
     except yaml.YAMLError as e:
@@ -354,7 +358,7 @@ def _range(label: str, key: str, value: Any, where: str) -> list[str]:
 NESTED_SCHEMAS: dict[tuple[str, str], tuple[str | None, tuple[str, ...], tuple[str, ...]]] = {
     ("02", "train"): ("helpers.training.loop:TrainConfig", (), ("weight_decay",)),  # weight decay: `regularisation`
     ("02", "model"): ("helpers.models.decoder:DecoderSpec", (), ("vocab_size", "dropout")),
-    ("02", "repetition_finetune"): ("helpers.diversity.unlikelihood:UnlikelihoodConfig", (), ()),
+    ("02", "repetition_finetune"): ("helpers.training.unlikelihood:UnlikelihoodConfig", (), ()),
     ("04", "train"): ("helpers.training.loop:TrainConfig", ("long_block", "long_from", "long_batch_fraction"), ()),
     ("05", "glue"): ("helpers.evaluation.finetune_setup:FinetuneConfig", ("preset",), ()),
     ("04", "mixes"): (None, ("name", "corpora", "balanced", "seed", "seeds", "allow_over_budget"), ()),

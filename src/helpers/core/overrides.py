@@ -3,7 +3,6 @@
 ``reports/variants/<id>/``, never the profile's own), named by :func:`variant_id`."""
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -11,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from helpers.core.config import ParamsError, parse_value, repo_root
+from helpers.core.digests import text_digest
 
 
 def parse_overrides(items: list[str] | None) -> dict[str, dict[str, Any]]:
@@ -48,7 +48,7 @@ def apply_overrides(params: dict, overrides: dict[str, Any], where: str) -> dict
 def variant_id(profile: str, overrides: dict[str, dict[str, Any]]) -> str:
     """A short, stable name for a profile run with ``--set`` overrides: ``<profile>-<8 hex of the overrides>``."""
     blob = json.dumps(overrides, sort_keys=True, default=str)
-    return f"{profile}-{hashlib.sha256(blob.encode()).hexdigest()[:8]}"
+    return f"{profile}-{text_digest(blob, 8)}"
 
 
 def variant_roots(profile: str, overrides: dict[str, dict[str, Any]]) -> tuple[Path, Path]:

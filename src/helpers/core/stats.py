@@ -1,6 +1,7 @@
 """Intervals: seeded percentile-bootstrap intervals, the one implementation behind every interval over resampled items
-(``suites.grade_summary``, ``glue_tasks.metric_interval``, ``judge_validity``, :func:`bootstrap_mean_interval`; ``evaluation`` uses
-:func:`percentile_interval` on its stratified binomial replicates), and the Wilson score interval of a binomial
+(``suites.grade_summary``, ``glue_tasks.metric_interval``, ``judge_validity``, :func:`bootstrap_mean_interval`; ``zero_shot`` and
+``word_familiarity`` take :func:`percentile_interval` of their :func:`binomial_replicates`, a bootstrap stratified by
+paradigm), and the Wilson score interval of a binomial
 proportion (:func:`wilson_interval`); comparisons of two models: paired over items (:func:`paired_bootstrap_difference`,
 :func:`mcnemar_exact`) and over training seeds (:func:`t_interval`, :func:`minimum_detectable_effect`), and Holm's
 correction for a family of tests (:func:`holm`). ``helpers.evaluation.comparisons`` puts them together."""
@@ -39,6 +40,17 @@ def bootstrap_interval(n: int, statistic: Callable[[np.ndarray], np.ndarray], co
     if np.ndim(lo) == 0:
         return float(lo), float(hi)
     return lo, hi
+
+
+def binomial_replicates(pairs, correct, samples: int, rng: np.random.Generator) -> np.ndarray:
+    """Bootstrap replicates of the shares right in a few strata of right/wrong items (paradigms), resampled
+    within each stratum: resampling a stratum's ``n`` items with replacement gives ``Binomial(n, correct / n)``
+    right answers, so each of the ``samples`` replicates draws one binomial per stratum from ``rng``. Returns the
+    shares right, ``samples × strata``; the caller reduces them to its statistic (a mean over paradigms, a weighted
+    difference) and takes :func:`percentile_interval` of it."""
+    n = np.asarray(pairs, dtype=np.int64)
+    k = np.asarray(correct, dtype=np.int64)
+    return rng.binomial(n[None, :], (k / n)[None, :], size=(samples, n.size)) / n[None, :]
 
 
 def mean_interval(values, confidence: float = 0.95, n_boot: int = 1000, seed: int = 0,

@@ -8,6 +8,8 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from helpers.core.seeding import generator
+
 
 def pack_blocks(token_lists: Sequence[Sequence[int]], block: int) -> "torch.Tensor":
     """Concatenate token lists and cut the stream into ``[n, block]`` rows (the remainder is dropped)."""
@@ -41,7 +43,7 @@ class PackedBlocks:
 
     def _perm(self, epoch: int) -> "torch.Tensor":
         if epoch not in self._perms:
-            g = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
+            g = generator(self.seed * 1_000_003 + epoch)
             self._perms = {epoch: torch.randperm(len(self.blocks), generator=g)}
         return self._perms[epoch]
 

@@ -21,7 +21,6 @@ are in :mod:`helpers.data.normalisation`, corpus statistics in :mod:`helpers.dat
 from __future__ import annotations
 
 import gzip
-import hashlib
 import json
 import re
 from array import array
@@ -32,8 +31,9 @@ from typing import Iterable, Sequence
 import ftfy
 import numpy as np
 
-from helpers.core.artifacts import parse_jsonl, sha256_file
+from helpers.core.artifacts import parse_jsonl, write_text
 from helpers.core.config import data_dir, repo_root
+from helpers.core.digests import sha256_file, sha256_stream
 from helpers.data.story_files import ChainedStories, DataError, FileStories, universal_newlines
 
 EOT = "<|endoftext|>"
@@ -124,9 +124,8 @@ def write_checksums(root: Path | None = None, patterns: Iterable[str] = ("**/*.g
     root = root or data_dir()
     files = sorted({p for pat in patterns for p in root.glob(pat) if p.is_file()})
     lines = [f"{sha256_file(p)}  {p.relative_to(root).as_posix()}" for p in files]
-    out = root / CHECKSUM_FILE
-    out.write_text("# sha256 of the bundled files as stored (compressed bytes); verified on load\n" + "\n".join(lines) + "\n")
-    return out
+    return write_text(root / CHECKSUM_FILE, "# sha256 of the bundled files as stored (compressed bytes); verified on load\n"
+                      + "\n".join(lines) + "\n")
 
 
 # ----------------------------------------------------------------------------- TinyStories
@@ -295,7 +294,7 @@ def index_story_file(path: str | Path, chunk_bytes: int = 16 << 20) -> StoryCorp
     counts (~24 bytes a story) and the repaired stories, never the file's text."""
     p = resolve(path)
     name = re.sub(r"(\.txt)?$", "", p.name)
-    h = hashlib.sha256()
+    h = sha256_stream()  # the file's SHA-256, computed in the pass that indexes it
     starts, lengths, counts = array("q"), array("q"), array("q")
     fixed: dict[int, str] = {}
     n_rep = n_empty = 0

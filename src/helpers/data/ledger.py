@@ -16,8 +16,9 @@ from typing import Sequence
 
 import pandas as pd
 
-from helpers.core.artifacts import iter_rows, read_json, sha256_file, write_json
+from helpers.core.artifacts import iter_rows, read_json, write_json
 from helpers.core.config import shown_path
+from helpers.core.digests import sha256_file
 from helpers.data.budgets import BudgetError, fmt_words
 from helpers.data.corpora import count_words
 

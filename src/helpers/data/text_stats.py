@@ -1,5 +1,6 @@
-"""Corpus statistics: units, words, vocabulary and type/token ratio (:func:`corpus_stats`), and the Heaps curve of
-vocabulary growth (:func:`vocab_growth`).
+"""Corpus statistics: units, words, vocabulary and type/token ratio (:func:`corpus_stats`), the Heaps curve of
+vocabulary growth (:func:`vocab_growth`), and whether a text repeats a run of words (:func:`repeated_run`, the loop
+test of notebook 03's continuation health and of notebook 02's repetition fine-tuning probes).
 
 Both take any iterable of texts (a :class:`helpers.data.story_files.FileStories` view streams) and keep only the
 vocabulary (a set of types, which grows sub-linearly: Heaps' law), never a list of words.
@@ -75,3 +76,18 @@ def vocab_growth(texts: Iterable[str], n_points: int = 40, total: int | None = N
     if pos != total:
         raise ValueError(f"vocab_growth: total={total:,} but the texts hold {pos:,} whitespace tokens")
     return xs, ys
+
+
+def repeated_run(text: str, n: int = 6) -> bool:
+    """True when some run of ``n`` consecutive words (whitespace tokens, lower-cased, outer punctuation kept)
+    occurs at least twice in ``text``: the signature of a decoder stuck in a loop."""
+    if n <= 0:
+        raise ValueError(f"n must be positive, got {n}")
+    words = text.lower().split()
+    seen = set()
+    for i in range(len(words) - n + 1):
+        gram = tuple(words[i : i + n])
+        if gram in seen:
+            return True
+        seen.add(gram)
+    return False

@@ -1,7 +1,8 @@
 """Memorisation against the training set (``docs/methods.md#memorisation``): each completion's highest ROUGE-2
 against any training story (:func:`max_rouge2_train`, a shortlist from :class:`~helpers.diversity.ngram_index.NGramIndex`),
 and the template check — proper names of the corpus (:func:`corpus_names`) masked (:func:`mask_names`) so that a
-story retold with its characters renamed is still found as a copy (:func:`template_matches`)."""
+story retold with its characters renamed is still found as a copy (:func:`template_matches`); notebook 03's table
+of all of them, per model and prompt split: :func:`memorisation_rows`."""
 from __future__ import annotations
 
 import re
@@ -10,7 +11,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from helpers.diversity.ngram_index import NGramIndex
-from helpers.diversity.rouge import rouge_n_matrix
+from helpers.diversity.rouge import max_pairwise_rouge2, rouge2_pairs, rouge_n_matrix
 
 
 def max_rouge2_train(
@@ -107,3 +108,42 @@ def template_matches(
         out.append({"run": int(plain), "masked_run": masked.length, "story_id": masked.story_id,
                     "template": masked.length >= min_words > plain})
     return out
+
+
+def memorisation_rows(model: str, train_texts: Sequence[str], splits, *, n: int = 3, shortlist: int = 20,
+                      min_words: int = 20) -> tuple[list[dict], list[dict]]:
+    """Notebook 03's memorisation measures of one model's greedy completions. ``splits``: prompt split name ->
+    (completions, the real endings of their prompts). Against the ``train_texts`` (one :class:`NGramIndex` of order
+    ``n``, and one with the corpus' names masked) each completion gets its ROUGE-2 against the real ending, its
+    highest ROUGE-2 against the other completions and against any training story (:func:`max_rouge2_train`,
+    ``shortlist``), its longest run of words shared with a training story, with names masked too
+    (:func:`template_matches`), and its n-gram overlap with the closest story. Returns one summary row per split
+    (means, maxima, the median shared run, exact copies of ``min_words`` words or more and template copies) and the
+    per-completion rows."""
+    index = NGramIndex(list(train_texts), n=n)
+    names = corpus_names(train_texts)
+    masked_index = NGramIndex([mask_names(t, names) for t in train_texts], n=n)
+    summary, per_completion = [], []
+    for split, (comps, endings) in splits.items():
+        comps = list(comps)
+        r2 = rouge2_pairs(comps, list(endings))
+        maxr2 = max_pairwise_rouge2(comps)
+        runs = [index.longest_shared_run(c) for c in comps]
+        r2_train, _ = max_rouge2_train(comps, index, shortlist=shortlist)
+        templ = template_matches(comps, train_texts, names=names, masked_index=masked_index,
+                                 plain_runs=[r.length for r in runs], min_words=min_words)
+        closest = [index.closest(c, 1) for c in comps]
+        for i in range(len(comps)):
+            per_completion.append({"model": model, "prompts": split, "rouge2_vs_ending": r2[i], "max_rouge2_others": maxr2[i],
+                                   "max_rouge2_train": r2_train[i], "masked_shared_run": templ[i]["masked_run"],
+                                   "longest_shared_run": runs[i].length,
+                                   "closest_story_overlap": closest[i][0].score if closest[i] else 0.0})
+        summary.append({"model": model, "prompts": split, "completions": len(comps),
+                        "mean ROUGE-2 vs ending": float(np.mean(r2)), "max ROUGE-2 vs ending": float(np.max(r2)),
+                        "mean max ROUGE-2 among generations": float(np.mean(maxr2)),
+                        "mean max ROUGE-2 vs training stories": float(np.mean(r2_train)),
+                        "max ROUGE-2 vs training stories": float(np.max(r2_train)),
+                        "median longest shared run (words)": float(np.median([r.length for r in runs])),
+                        f"exact copies (≥ {min_words} words)": sum(r.length >= min_words for r in runs),
+                        "template copies (names swapped)": sum(t["template"] for t in templ)})
+    return summary, per_completion

@@ -5,7 +5,8 @@ cases) and the rules for k are described in ``docs/methods.md#self-bleu``.
 Entry points: :func:`self_bleu`, :func:`self_bleu_per_prompt`, :func:`self_bleu_curve` (``level="sentence"``, the
 authors' per-hypothesis loop, or ``"corpus"``; ``weights`` default to uniform up to 4-grams; tokens from
 ``str.split`` unless a ``tokenizer`` is given), :func:`self_bleu_table` (bootstrap intervals); :func:`choose_k`,
-:func:`choose_k_or_none` and :func:`k_choice_label` (how to word the outcome); the k ranges :data:`PAPER_KS` and
+:func:`choose_k_or_none` and :func:`k_choice_label` (how to word the outcome), :func:`k_choices` (both for every
+model of a :func:`self_bleu_table`); the k ranges :data:`PAPER_KS` and
 :data:`BERTTIME_CODE_KS` (the authors' script).
 
 Our implementation never calls nltk (and so never emits nltk's warnings): per prompt, the first ``max(ks)``
@@ -353,6 +354,17 @@ def k_choice_label(curve: Mapping[int, float], k: int | None, eps: float) -> str
     if is_flat(curve, eps):
         return "undefined: flat curve"
     return f"no knee within k ≤ {max(int(x) for x in curve)}"
+
+
+
+def k_choices(table: pd.DataFrame, rule: str = "knee", *, eps: float = 0.01, threshold: float | None = None):
+    """The choice of k for every model of a :func:`self_bleu_table` (columns ``model``, ``k``, ``self-BLEU``), in its
+    order: the curves (model -> {k: mean self-BLEU}), the chosen k (:func:`choose_k_or_none`: None for a flat curve
+    or one without a knee in its k range) and how to report it (:func:`k_choice_label`)."""
+    curves = {name: {int(k): float(v) for k, v in zip(g["k"], g["self-BLEU"])} for name, g in table.groupby("model", sort=False)}
+    chosen = {name: choose_k_or_none(c, rule, eps=eps, threshold=threshold) for name, c in curves.items()}
+    labels = {name: k_choice_label(curves[name], k, eps) for name, k in chosen.items()}
+    return curves, chosen, labels
 
 
 def choose_k(

@@ -5,7 +5,7 @@ prediction and scoring (:func:`evaluate_examples`), and the training loop with c
 
 Training
 --------
-AdamW (decay 0.01 on weight matrices only, :func:`helpers.training.loop.param_groups`), linear (or cosine) decay after a
+AdamW (decay 0.01 on weight matrices only, :func:`helpers.training.optim.param_groups`), linear (or cosine) decay after a
 linear warm-up (6 % of the steps, the pipeline's ``warmup_proportion``), gradient clipping, batch 32, max length
 128, 10 epochs, lr 3e-5 (BERTtime) or 5e-5 with patience 3 (BabyLM):
 :func:`helpers.evaluation.finetune_setup.finetune_config` ``("berttime")`` / ``("babylm")``. Each epoch ends with an
@@ -27,11 +27,12 @@ import transformers
 from helpers.core.artifacts import read_json
 from helpers.core.hardware import compute_device
 from helpers.core.progress import progress as progress_bar
+from helpers.core.seeding import generator, seed_everything
 from helpers.data.tokenizers import load_tokenizer
 from helpers.evaluation.finetune_setup import FinetuneConfig
 from helpers.evaluation.glue_tasks import Example, score_all
 from helpers.models.ltg_bert import LtgBertForSequenceClassification
-from helpers.training.loop import param_groups
+from helpers.training.optim import param_groups
 
 
 # ============================================================================================= model and batches
@@ -60,7 +61,7 @@ def load_classifier(model_dir: str | Path, num_labels: int, label_names: Sequenc
     transformers.logging.set_verbosity_error()  # "newly initialized: classifier.*" is expected
     transformers.utils.logging.disable_progress_bar()
     try:
-        torch.manual_seed(seed)
+        seed_everything(seed)
         if kind == "encoder":
             model = LtgBertForSequenceClassification.from_pretrained(str(model_dir), num_labels=num_labels, **extra)
         else:
@@ -186,8 +187,8 @@ def fit(model, tokenizer, train: Sequence[Example], dev: Sequence[Example], cfg:
         raise ValueError(f"{desc}: empty train ({len(train)}) or dev ({len(dev)}) split")
     device = compute_device(cfg.device)
     model.to(device)
-    torch.manual_seed(cfg.seed)
-    gen = torch.Generator().manual_seed(cfg.seed)
+    seed_everything(cfg.seed)
+    gen = generator(cfg.seed)
     train_ids = encode(tokenizer, train, cfg.max_length, kind)
     labels = torch.tensor([e.label for e in train], dtype=torch.long)
     pad_id = tokenizer.pad_token_id

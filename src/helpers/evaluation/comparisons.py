@@ -50,6 +50,13 @@ def arm_and_seed(model: str, default_seed: int) -> tuple[str, int]:
     return (m.group("arm"), int(m.group("seed"))) if m else (str(model), int(default_seed))
 
 
+def corpus_of(model: str) -> str:
+    """The corpus (notebook 01's budget, notebook 04's mix) a model was trained on, from its name: without
+    ``" (seed N)"`` and a decoder's ``" (plain)"`` (``"tiny-1M (plain) (seed 7)"`` -> ``"tiny-1M"``)."""
+    arm = arm_and_seed(model, 0)[0]
+    return arm[: -len(" (plain)")] if arm.endswith(" (plain)") else arm
+
+
 def training_seeds(profile: str) -> dict[str, int]:
     """The training seed of a model named without ``(seed N)``, per kind: notebook 02's ``train.seed`` for decoders,
     notebook 04's for encoders (what :func:`tidy_zero_shot` takes as ``default_seed``)."""
@@ -169,6 +176,10 @@ def verdict(row: Mapping[str, Any]) -> str:
                      "were drawn, not seed noise")
         return (f"untestable here: {row.get('seeds A', 0)} vs {row.get('seeds B', 0)} seeds per arm, a seed-level "
                 f"interval needs at least two in each{items}")
+    if row.get("seed SD") == 0:  # every seed gave the same difference: no spread to build an interval from
+        same = "the same scores in every seed" if row.get("effect") == 0 else f"the same difference ({row['effect']:+.1f} {unit}) in every seed"
+        return (f"not measurable over seeds: {same} ({row.get('design', '')}), so the seed-level interval has no width; "
+                "are the arms the same models?")
     if lo > 0 or hi < 0:
         return f"effect: {row['A']} {'higher' if lo > 0 else 'lower'} than {row['B']} by {abs(row['effect']):.1f} {unit}"
     return f"no effect larger than ±{mde:.1f} {unit} (80 % power, {row.get('design', '')})"

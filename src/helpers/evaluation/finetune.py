@@ -21,7 +21,8 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from helpers.core.artifacts import fingerprint, read_json, run_step, sha256_file, write_json
+from helpers.core.artifacts import fingerprint, read_json, run_step, save_pretrained_atomic, write_json
+from helpers.core.digests import model_files_digest
 from helpers.core.hardware import compute_device
 from helpers.core.parallel import run_jobs
 from helpers.evaluation.classifier import evaluate_examples, fit, load_classifier
@@ -40,15 +41,6 @@ def model_name(model_dir: str | Path) -> str:
     """``runs/.../encoders/<name>/best`` → ``<name>``; otherwise the folder name."""
     p = Path(model_dir).resolve()
     return p.parent.name if p.name in ("best", "final", "model") else p.name
-
-
-def model_files_digest(model_dir: str | Path) -> dict[str, str]:
-    """SHA-256 of the weights and tokenizer files of a model folder (what the cache key depends on)."""
-    p = Path(model_dir)
-    names = [n for n in ("model.safetensors", "pytorch_model.bin", "config.json", "tokenizer.json") if (p / n).is_file()]
-    if not any(n in names for n in ("model.safetensors", "pytorch_model.bin")):
-        raise FileNotFoundError(f"no model weights in {p} (model.safetensors or pytorch_model.bin)")
-    return {n: sha256_file(p / n) for n in names}
 
 
 def finetune_prepared(model_dir: str | Path, data: TaskData, cfg: FinetuneConfig, out_dir: str | Path | None = None,
@@ -91,8 +83,7 @@ def finetune_prepared(model_dir: str | Path, data: TaskData, cfg: FinetuneConfig
     if out_dir is not None:
         out = Path(out_dir)
         if keep_weights:
-            model.save_pretrained(out / "model")
-            tokenizer.save_pretrained(str(out / "model"))
+            save_pretrained_atomic(out / "model", model, tokenizer)
         write_json(out / "result.json", record)
     who = "" if verbose else f" {kind} {model_name(model_dir)}:"
     log(f"[{data.task}]{who} best epoch {res.best_epoch}/{res.epochs_run}"
@@ -199,6 +190,9 @@ def finetune_many(model_dirs: dict[str, str | Path], tasks: Iterable[str], cfg: 
     jobs = {f"{name}/{run}": dict(model_dir=model_dirs[name], tasks=ts, cfg=cfg, cache_dir=Path(cache_root) / name,
                                   progress=False, verbose=verbose, log_scale_note=False)
             for name in model_dirs for run, ts in by_run.items()}
+    if not jobs:  # no model to fine-tune (the cpu profile): the rows' columns, no rows
+        return pd.DataFrame(columns=["model", "task", "metric", "score", "ci_low", "ci_high", "dev_metric", "best_epoch",
+                                     "n_train", "n_dev", "n_test", "protocol", "top_prediction_share", "single_class"])
     done = run_jobs(finetune_all, jobs, workers, desc="fine-tuning runs", log=log)
     rows = [done[f"{name}/{run}"].assign(model=name) for name in model_dirs for run in by_run]
     df = pd.concat(rows, ignore_index=True)
@@ -266,6 +260,6 @@ def glue_average(df, tasks: Sequence[str] = TASK_NAMES) -> float:
 
 __all__ = [
     "finetune_prepared", "finetune_task", "finetune_all", "finetune_many", "result_row", "glue_average",
-    "model_files_digest", "model_name", "scaled_tasks", "protocol_note", "majority_baseline",
+    "model_name", "scaled_tasks", "protocol_note", "majority_baseline",
     "scaled_protocol_tasks",
 ]

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Optional
 
-from helpers.core.artifacts import sha256_file
+from helpers.core.digests import sha256_file
 from helpers.data.corpora import checked
 from helpers.evaluation.glue_tasks import SCALED, STANDARD, TASK_NAMES, TASKS, Example, carve_splits, load_examples, subsample, train_file
 

@@ -10,7 +10,8 @@ of the text's tokens and their count. :mod:`helpers.evaluation.zero_shot` turns 
   target_delimiter + choice)`` with the default ``target_delimiter = " "``). With a context the split is
   lm-eval's: ``tok(context + " " + text)`` minus the first ``len(tok(context))`` tokens. Departure: lm-eval uses the
   end-of-text token only when the context is empty; we always put it first (our decoders saw every story after
-  ``<|endoftext|>``). It only conditions; it is never scored.
+  ``<|endoftext|>``). It only conditions; it is never scored. Every model of :mod:`helpers.models.registry` (GPT-Neo,
+  the compressor) is scored by the same call.
 * Masked LMs (:func:`mlm_scores`): pseudo-log-likelihood (Salazar et al. 2020): ``[CLS] context text [SEP]``, each
   token of ``text`` masked in turn with everything else visible, [CLS]/[SEP] (and the context) never masked;
   ``reduction="sum"`` (the BabyLM 2023 pipeline, and the ``hf-mlm`` code of the 2024 lm-eval fork we could read:
@@ -28,6 +29,7 @@ import torch.nn.functional as F
 
 from helpers.core.progress import progress as progress_bar
 from helpers.models.decoder import context_length
+from helpers.models.registry import min_tokens
 
 
 # ============================================================================================ encoding
@@ -117,7 +119,8 @@ def causal_scores(
     after it) and positions count from 0 in every row: the attention mask changes nothing at the real positions.
     By default it is therefore not passed, which lets our GPT-Neo use SDPA's causal kernel (~25 % faster than the
     masked path here); ``mask_padding=True`` passes it anyway (for models where padding is not causal-safe). Both
-    are tested against one-sentence forwards."""
+    are tested against one-sentence forwards. A batch is at least as wide as the shortest input the model reads
+    (:func:`helpers.models.registry.min_tokens`: the compressor's first pair), padded on the right."""
     if batch_size < 1:
         raise ValueError("batch_size must be >= 1")
     uniq, inv = _unique([(c or None, t) for c, t in requests])
@@ -126,6 +129,7 @@ def causal_scores(
     if eot is None:
         raise ValueError("the tokenizer has no end-of-text token; pass eot_id")
     max_len = context_length(model)
+    min_len = min_tokens(model)
     seqs, starts = [], []  # full token sequences; index of the first scored token in each
     for (ctx, text), (c_ids, t_ids) in zip(uniq, _encode_all(tokenizer, uniq, delimiter)):
         if not t_ids:
@@ -153,7 +157,7 @@ def causal_scores(
     try:
         for b in range(0, len(order), batch_size):
             idx = order[b: b + batch_size]
-            T = len(seqs[idx[0]]) - 1
+            T = max(len(seqs[idx[0]]) - 1, min_len)
             ids = torch.full((len(idx), T), pad, dtype=torch.long)
             tgt = torch.zeros((len(idx), T), dtype=torch.long)
             att = torch.zeros((len(idx), T), dtype=torch.long)

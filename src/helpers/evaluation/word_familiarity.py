@@ -23,7 +23,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from helpers.core.stats import percentile_interval, wilson_interval
+from helpers.core.stats import binomial_replicates, percentile_interval, wilson_interval
 from helpers.evaluation.minimal_pairs import Item
 from helpers.evaluation.zero_shot import BOOTSTRAP_SAMPLES, chance_verdict
 
@@ -60,7 +60,7 @@ def matched_gap(familiar: Sequence[dict], rest: Sequence[dict], confidence: floa
     count, each weighted by its number of familiar rows. Returns ``matched pairs`` (familiar rows in those
     paradigms), ``familiar, matched (%)`` (their accuracy), ``rest, same paradigms (%)`` (the rest's per-paradigm
     accuracies, weighted alike) and ``gap (points)`` (the first minus the second) with a percentile interval from a
-    seeded bootstrap over items, stratified by paradigm and side (one binomial draw per paradigm and side, as
+    seeded bootstrap over items, stratified by paradigm and side (:func:`helpers.core.stats.binomial_replicates`, as
     :func:`helpers.evaluation.zero_shot.paradigm_mean_interval`). NaNs when no paradigm has rows on both sides."""
     nf: Counter = Counter(r["paradigm"] for r in familiar)
     kf: Counter = Counter(r["paradigm"] for r in familiar if r["correct"])
@@ -73,12 +73,13 @@ def matched_gap(familiar: Sequence[dict], rest: Sequence[dict], confidence: floa
                 "gap (points)": nan, "gap ci_low": nan, "gap ci_high": nan}
     n_f = np.array([nf[p] for p in ps], dtype=np.int64)
     n_r = np.array([nr[p] for p in ps], dtype=np.int64)
-    a_f = np.array([kf[p] for p in ps], dtype=float) / n_f
-    a_r = np.array([kr[p] for p in ps], dtype=float) / n_r
+    k_f = np.array([kf[p] for p in ps], dtype=np.int64)
+    k_r = np.array([kr[p] for p in ps], dtype=np.int64)
+    a_f, a_r = k_f / n_f, k_r / n_r
     w = n_f / n_f.sum()
-    rng = np.random.default_rng(seed)
-    d_f = rng.binomial(n_f[None, :], a_f[None, :], size=(samples, len(ps))) / n_f[None, :]
-    d_r = rng.binomial(n_r[None, :], a_r[None, :], size=(samples, len(ps))) / n_r[None, :]
+    rng = np.random.default_rng(seed)  # one draw sequence: the familiar side first, then the rest
+    d_f = binomial_replicates(n_f, k_f, samples, rng)
+    d_r = binomial_replicates(n_r, k_r, samples, rng)
     lo, hi = percentile_interval(100.0 * (d_f - d_r) @ w, confidence)
     return {"matched pairs": int(n_f.sum()), "familiar, matched (%)": float(100.0 * a_f @ w),
             "rest, same paradigms (%)": float(100.0 * a_r @ w), "gap (points)": float(100.0 * (a_f - a_r) @ w),

@@ -13,26 +13,27 @@ weights, the tokenizer, the settings and the data did not change).
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import math
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-import torch
 
-from helpers.core.artifacts import fingerprint, read_jsonl, run_step, sha256_file, write_jsonl
+from helpers.core.artifacts import fingerprint, read_jsonl, run_step, write_jsonl
+from helpers.core.digests import model_digest, sha256_file, text_digest
 from helpers.core.hardware import compute_device
 from helpers.core.parallel import run_jobs
-from helpers.core.stats import percentile_interval
+from helpers.core.stats import binomial_replicates, percentile_interval
 from helpers.data.tokenizers import load_tokenizer
+from helpers.generation.completions import PLAIN_DIR
 from helpers.evaluation.lm_scoring import Request, _bar, causal_scores, mlm_scores
 from helpers.evaluation.minimal_pairs import TASK_REGISTRY, TASKS, Item, load_task, task_display, task_files
-from helpers.models.decoder import load_decoder
 from helpers.models.ltg_bert import load_model
+from helpers.models.registry import load_saved
 
 if TYPE_CHECKING:  # annotations only (pandas is imported where it is used)
     import pandas as pd
@@ -45,8 +46,8 @@ SCORING_VERSION = "minimal-pairs-v1"  # part of every cache fingerprint: bump wh
 
 def tie_coin(seed: int, task: str, paradigm: str, pair_id: str) -> bool:
     """The seeded coin that decides a tie: the same item and seed always give the same answer."""
-    h = hashlib.sha256(f"{seed}\x1f{task}\x1f{paradigm}\x1f{pair_id}".encode()).digest()
-    return bool(h[0] & 1)
+    first_byte = int(text_digest(f"{seed}\x1f{task}\x1f{paradigm}\x1f{pair_id}", 2), 16)
+    return bool(first_byte & 1)
 
 
 Scorer = Callable[[Sequence[Request]], "tuple[np.ndarray, np.ndarray] | np.ndarray"]
@@ -105,8 +106,7 @@ def paradigm_mean_interval(pairs: Sequence[int], correct: Sequence[int], confide
     k = np.asarray(correct, dtype=np.int64)
     if n.size == 0 or (n <= 0).any() or (k < 0).any() or (k > n).any():
         raise ValueError("every paradigm needs pairs > 0 and 0 <= correct <= pairs")
-    rng = np.random.default_rng(seed)
-    draws = rng.binomial(n[None, :], (k / n)[None, :], size=(samples, n.size)) / n[None, :]
+    draws = binomial_replicates(n, k, samples, np.random.default_rng(seed))
     lo, hi = percentile_interval(100.0 * draws.mean(axis=1), confidence)
     return float(lo), float(hi)
 
@@ -151,15 +151,11 @@ def summarise(rows: Iterable[dict] | "pd.DataFrame", confidence: float = 0.95, s
     # the average over tasks weights each paradigm by 1 / (tasks × its task's paradigms): one bootstrap per task,
     # drawn with the same seed sequence, then averaged replicate by replicate
     rng = np.random.default_rng(seed)
-    reps = []
-    for task, g in par.groupby("task", sort=False):
-        n, k = g["pairs"].to_numpy(), g["correct"].to_numpy()
-        reps.append(100.0 * (rng.binomial(n[None, :], (k / n)[None, :], size=(BOOTSTRAP_SAMPLES, len(n))) / n).mean(axis=1))
-    avg = np.mean(reps, axis=0)
-    alpha = (1.0 - confidence) / 2.0
+    reps = [100.0 * binomial_replicates(g["pairs"], g["correct"], BOOTSTRAP_SAMPLES, rng).mean(axis=1)
+            for _, g in par.groupby("task", sort=False)]
+    avg_lo, avg_hi = percentile_interval(np.mean(reps, axis=0), confidence)
     overall_df = pd.DataFrame([{**overall, "average": float(task_df["accuracy"].mean()),
-                                "average_ci_low": float(np.quantile(avg, alpha)),
-                                "average_ci_high": float(np.quantile(avg, 1.0 - alpha)),
+                                "average_ci_low": float(avg_lo), "average_ci_high": float(avg_hi),
                                 "ties": int(task_df["ties"].sum()), "pairs": int(task_df["pairs"].sum())}])
     return {"paradigm": par, "phenomenon": phe, "task": task_df, "overall": overall_df}
 
@@ -246,24 +242,13 @@ def average_note(row: Mapping[str, Any], benchmarks: Sequence[str] = ("BLiMP", "
     return "; ".join(parts)
 
 
-def model_digest(model) -> str:
-    """SHA-256 (16 hex) of a model's class, config and weights (every tensor of the state dict)."""
-    h = hashlib.sha256(type(model).__name__.encode())
-    cfg = getattr(model, "config", None)
-    if cfg is not None and hasattr(cfg, "to_json_string"):
-        h.update(cfg.to_json_string(use_diff=False).encode())
-    for name, t in sorted(model.state_dict().items()):
-        h.update(name.encode())
-        h.update(str(tuple(t.shape)).encode() + str(t.dtype).encode())
-        h.update(t.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes() if t.numel() else b"")
-    return h.hexdigest()[:16]
-
-
 def tokenizer_digest(tokenizer) -> str:
+    """SHA-256 (16 hex) of a tokenizer: its backend's JSON (or its vocabulary) and its special tokens (the weights
+    are :func:`helpers.core.digests.model_digest`)."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
     blob = backend.to_str() if backend is not None else json.dumps(tokenizer.get_vocab(), sort_keys=True)
     specials = json.dumps({k: str(v) for k, v in sorted(tokenizer.special_tokens_map.items())})
-    return hashlib.sha256((blob + specials).encode()).hexdigest()[:16]
+    return text_digest(blob + specials, 16)
 
 
 def make_scorer(model, tokenizer, settings: EvalSettings, progress: bool | Any = False) -> Scorer:
@@ -352,18 +337,33 @@ def evaluate_model(
 
 def evaluate_saved(folder: str | Path, kind: Literal["causal", "mlm"], tasks: Sequence[str] = TASKS,
                    **kwargs: Any) -> EvalResult:
-    """:func:`evaluate_model` of a saved model folder with its tokenizer: a GPT-Neo decoder for ``kind="causal"``,
-    an LTG-BERT encoder for ``"mlm"``. A module-level function of paths, so that
-    :func:`helpers.core.parallel.run_jobs` can score several models side by side."""
-    model = load_decoder(folder) if kind == "causal" else load_model(folder)
+    """:func:`evaluate_model` of a saved model folder with its tokenizer: for ``kind="causal"`` any model of
+    :mod:`helpers.models.registry` (a GPT-Neo decoder, the compressor; recognised by its ``config.json``), an LTG-BERT
+    encoder for ``"mlm"``. A module-level function of paths, so that :func:`helpers.core.parallel.run_jobs` can score
+    several models side by side."""
+    model = load_saved(folder) if kind == "causal" else load_model(folder)
     return evaluate_model(model.eval(), load_tokenizer(folder), kind, tasks, **kwargs)
+
+
+PLAIN = re.compile(r"^(?P<run>.+?) \(plain\)(?P<seed>(?: \(seed \d+\))?)$")
+
+
+def model_folder(run_dir: str | Path, kind: str, name: str) -> Path:
+    """The saved model a scored name stands for: ``<run_dir>/<kind>s/<name>/best``; a decoder named
+    ``"<budget> (plain)"`` (or ``"<budget> (plain) (seed N)"``) is the plain best-validation model kept in
+    ``mle-best/`` beside the repetition-fine-tuned ``best/`` of ``<budget>`` (``<budget> (seed N)``), so that both
+    can be scored and paired (the arm ``"<budget> (plain)"`` against ``"<budget>"``, seed by seed)."""
+    m = PLAIN.match(name) if kind == "decoder" else None
+    if m:
+        return Path(run_dir) / "decoders" / (m.group("run") + m.group("seed")) / PLAIN_DIR
+    return Path(run_dir) / f"{kind}s" / name / "best"
 
 
 def evaluate_many(run_dir: str | Path, decoders: Sequence[str], encoders: Sequence[str], tasks: Sequence[str] = TASKS,
                   workers: int | str = 1, *, decoder_kwargs: Mapping[str, Any] | None = None,
                   encoder_kwargs: Mapping[str, Any] | None = None) -> dict[tuple[str, str], EvalResult]:
-    """Notebook 05's zero-shot scores: :func:`evaluate_saved` of every decoder (``<run_dir>/decoders/<name>/best``,
-    causal) and encoder (``<run_dir>/encoders/<name>/best``, PLL), items cached under ``<run_dir>/eval/``, scored
+    """Notebook 05's zero-shot scores: :func:`evaluate_saved` of every decoder (:func:`model_folder`: its ``best/``,
+    or ``mle-best/`` for ``"<budget> (plain)"``; causal) and encoder (``<run_dir>/encoders/<name>/best``, PLL), items cached under ``<run_dir>/eval/``, scored
     side by side in ``workers`` processes (:func:`helpers.core.parallel.run_jobs`). ``decoder_kwargs`` /
     ``encoder_kwargs`` go to :func:`evaluate_model` (batch size, limit per task, reduction, seed, ...). Keys:
     ``("decoder" | "encoder", name)``, decoders first, each in the order given."""
@@ -372,7 +372,7 @@ def evaluate_many(run_dir: str | Path, decoders: Sequence[str], encoders: Sequen
     for kind, names, folder, scorer, extra in (("decoder", decoders, "decoders", "causal", decoder_kwargs),
                                                ("encoder", encoders, "encoders", "mlm", encoder_kwargs)):
         for name in names:
-            jobs[f"{kind} {name}"] = dict(folder=run_dir / folder / name / "best", kind=scorer, tasks=tasks,
+            jobs[f"{kind} {name}"] = dict(folder=model_folder(run_dir, kind, name), kind=scorer, tasks=tasks,
                                           out_dir=run_dir / "eval" / folder / name, name=name, progress=False,
                                           **dict(extra or {}))
     scored = run_jobs(evaluate_saved, jobs, workers, desc="zero-shot scoring runs")

@@ -7,32 +7,41 @@
   The prompt is tokenised on its own, so the prompt/completion boundary is a token boundary: the completion is
   the decoding of the generated ids only, never a character slice of a decoded whole.
 * **Decoding** (:func:`generate`): greedy or nucleus (top-p, temperature; the rule itself, :class:`Decoding` and
-  ``sample_next``, is :mod:`helpers.generation.decoding`), ``k`` completions per prompt.
-  Prompts are sorted by length and left-padded into batches; each prompt is *prefilled once* and its KV cache
-  repeated ``k`` times; decoding stops at ``<|endoftext|>`` or after ``max_new_tokens`` (or the model's context).
-  Sampling draws from a generator seeded per batch, so a rerun with the same parameters gives identical text.
+  ``sample_next``, is :mod:`helpers.generation.decoding`), ``k`` completions per prompt, for every model of
+  :mod:`helpers.models.registry` (GPT-Neo, the compressor) through the same calls.
+  Prompts are sorted by length and batched; in the shared loop (GPT-Neo) a batch is left-padded, each prompt is
+  *prefilled once* and its KV cache repeated ``k`` times; a model with its own loop (the compressor's two tokens per
+  step) decodes the batch its way. Decoding stops at ``<|endoftext|>`` or after ``max_new_tokens`` (or the model's
+  context). Sampling draws from a generator seeded per batch, so a rerun with the same parameters gives identical text.
 * **Corpora** (:func:`completion_rows`, :func:`register_generated`): JSONL rows with prompt, completion, story id,
-  model, decoding settings and seed, registered in the budget ledger as D_gen with word counts.
+  model, decoding settings and seed, registered in the budget ledger as D_gen with word counts; notebook 03 makes
+  D_gen with :func:`nested_completions` and :func:`write_generated_corpora`.
 """
 from __future__ import annotations
 
 import random
 import re
+import time
 import unicodedata
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
+import pandas as pd
 import torch
 
-from helpers.core.artifacts import fingerprint, read_jsonl, run_step, sha256_file, write_jsonl
+from helpers.core.artifacts import fingerprint, read_jsonl, run_step, write_jsonl
+from helpers.core.digests import sha256_file
 from helpers.core.hardware import compute_device
 from helpers.core.progress import progress as progress_bar
+from helpers.core.seeding import generator
+from helpers.data.corpus_files import write_corpus
 from helpers.data.ledger import CorpusEntry
 from helpers.data.corpora import EOT  # noqa: F401 - the end-of-text token, also completions.EOT
 from helpers.data.tokenizers import encode_stories, end_of_text_id, load_tokenizer
 from helpers.generation.decoding import Decoding, sample_next
-from helpers.models.decoder import cache_kwarg, context_length, load_decoder, output_cache
+from helpers.models.decoder import cache_kwarg, context_length, output_cache
+from helpers.models.registry import load_saved, own_generate
 
 
 # ----------------------------------------------------------------------------- prompts
@@ -129,9 +138,11 @@ def generate(
     context a story has in the packed training stream.
 
     ``batch_size`` counts rows (prompts × k). A batch's new tokens are limited by the model's context minus its
-    longest prompt."""
+    longest prompt. A model registered with its own decoding loop (:func:`helpers.models.registry.own_generate`: the
+    compressor) decodes each batch with it, every other one with the shared KV-cache loop."""
     model.eval()
     device = next(model.parameters()).device
+    decode_batch = own_generate(model) or _generate_batch
     k = decoding.k
     per_batch = max(1, batch_size // k)
     ctx = context_length(model) or 1 << 30  # a model without a stated context: no limit
@@ -148,9 +159,9 @@ def generate(
         bar = progress_bar(total=len(prompts) * k, desc=desc, unit="story")
     for b, start in enumerate(range(0, len(order), per_batch)):
         chunk = order[start : start + per_batch]
-        gen = torch.Generator().manual_seed(seed * 1_000_003 + b)
-        seqs = _generate_batch(model, [prompts[i] for i in chunk], decoding, eot_id,
-                               min(max_new_tokens, ctx - max(len(prompts[i]) for i in chunk)), gen, device, keep_eot)
+        gen = generator(seed * 1_000_003 + b)
+        seqs = decode_batch(model, [prompts[i] for i in chunk], decoding, eot_id,
+                            min(max_new_tokens, ctx - max(len(prompts[i]) for i in chunk)), gen, device, keep_eot)
         for r, i in enumerate(chunk):
             out[i] = seqs[r * k : (r + 1) * k]
         if bar is not None:
@@ -306,7 +317,7 @@ def cached_completions(
                      max_new_tokens, batch_size, seed, "rows-v2")
 
     def work():
-        model, tok = load_decoder(model_dir).to(compute_device(device)), load_tokenizer(model_dir)
+        model, tok = load_saved(model_dir).to(compute_device(device)), load_tokenizer(model_dir)
         comps, ended = complete_prompts(model, tok, prompts, decoding, max_new_tokens, batch_size, seed, progress,
                                         desc=f"{model_name} {decoding.name}", return_ended=True)
         write_jsonl(path, completion_rows(prompts, comps, model_name, decoding, seed, ended))
@@ -323,3 +334,42 @@ def group_completions(rows: Sequence[dict], k: int | None = None) -> list[list[s
     for r in rows:
         groups.setdefault(r["story_id"], []).append((r["sample"], r["completion"]))
     return [[c for _, c in sorted(v)][:k] for v in groups.values()]
+
+
+def nested_completions(gen_dir: str | Path, generator_name: str, model_dir: str | Path, prompts: Sequence[Prompt],
+                       plan: Mapping[str, tuple[Decoding, int]], *, max_new_tokens: int, batch_size: int, seed: int,
+                       log=print) -> tuple[dict[str, list[dict]], pd.DataFrame]:
+    """The runs a plan of nested decodings needs (:func:`helpers.generation.decoding.nested_decodings`: decoding name ->
+    (run, samples kept)), each generated once by the generator's decoder in ``model_dir`` and cached as
+    ``<gen_dir>/<generator_name>-<run>.jsonl`` (:func:`cached_completions`). Returns the rows per run name and a table
+    of the runs (``run``, ``completions``, ``seconds``)."""
+    generated, runs = {}, []
+    for d in sorted({run for run, _ in plan.values()}, key=lambda d: d.name):
+        t0 = time.time()
+        generated[d.name] = cached_completions(Path(gen_dir) / f"{generator_name}-{d.name}.jsonl", model_dir, prompts, d,
+                                               model_name=generator_name, max_new_tokens=max_new_tokens,
+                                               batch_size=batch_size, seed=seed, log=log)
+        runs.append({"run": d.name, "completions": len(generated[d.name]), "seconds": round(time.time() - t0, 1)})
+    return generated, pd.DataFrame(runs)
+
+
+def write_generated_corpora(data_dir: str | Path, ledger, plan: Mapping[str, tuple[Decoding, int]],
+                            generated: Mapping[str, Sequence[dict]], generator_corpus: str, n_prompts: int,
+                            seed: int) -> pd.DataFrame:
+    """D_gen: for each decoding of ``plan`` (name -> (run, samples kept)), the first samples of its run's rows
+    (``generated``, :func:`nested_completions`) written as ``<data_dir>/gen-<generator_corpus>-<name>.jsonl``, entered
+    in the budget ledger (:func:`register_generated`) and the ledger saved. Returns one row per corpus: prompts,
+    completions, words of prompts, completions and both, mean completion words."""
+    rows_out = []
+    for name, (run, keep) in plan.items():
+        rows = [r for r in generated[run.name] if r["sample"] < keep]
+        cname = f"gen-{generator_corpus}-{name}"
+        write_corpus(Path(data_dir) / f"{cname}.jsonl", rows)
+        register_generated(ledger, cname, rows, generator_corpus, f"{cname}.jsonl", seed,
+                           note=f"{name} completions of {n_prompts} {generator_corpus} training stories")
+        e = ledger[cname]
+        rows_out.append({"corpus": cname, "prompts": n_prompts, "completions": len(rows),
+                         "words (prompt)": e.words_by_source["prompt"], "words (completion)": e.words_by_source["completion"],
+                         "words (total)": e.words, "mean completion words": e.words_by_source["completion"] / max(len(rows), 1)})
+    ledger.save()
+    return pd.DataFrame(rows_out)

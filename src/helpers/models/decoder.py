@@ -18,14 +18,13 @@ dict) whose ``_attn`` calls :func:`torch.nn.functional.scaled_dot_product_attent
 When no padding mask is needed (packed training blocks) the model asks HF for no mask at all, so global
 layers run SDPA's ``is_causal`` kernel and local layers a cached boolean window mask.
 
-**Training with dropout.** PyTorch's CPU SDPA cannot apply attention dropout without materialising the weights
-(it falls back to its math kernel), and ``F.dropout``'s per-element Bernoulli draws cost ~20 % of a step. So
-in training the fast path computes eager's attention in blocks of query rows over only the keys they may see
-(:func:`_blocked_attention_with_dropout`), draws dropout masks four per 64-bit random word
-(:func:`dropout_mask`; ``p`` rounded to 1/65,536) for the weights and for GPT-Neo's dropout modules
-(:class:`FastDropout`), and runs ``gelu_new`` as PyTorch's fused tanh GELU (:class:`FastGELUNew`). Same
-function, same distribution of dropout masks, different random draws than HF's eager model
-(``benchmarks/train_throughput.py`` measures the step against HF eager).
+**Training with dropout.** PyTorch's CPU SDPA cannot apply attention dropout without materialising the weights (it
+falls back to its math kernel), and ``F.dropout``'s per-element Bernoulli draws cost ~20 % of a step. So in training
+the fast path computes eager's attention in blocks of query rows over only the keys they may see
+(:func:`_blocked_attention_with_dropout`), draws dropout masks four per 64-bit random word (:func:`dropout_mask`;
+``p`` rounded to 1/65,536) for the weights and for GPT-Neo's dropout modules (:class:`FastDropout`), and runs
+``gelu_new`` as PyTorch's fused tanh GELU (:class:`FastGELUNew`). Same function, same distribution of dropout masks,
+different random draws than HF's eager model (``benchmarks/train_throughput.py`` measures the step against HF eager).
 """
 from __future__ import annotations
 
@@ -46,6 +45,7 @@ from transformers.models.gpt_neo import modeling_gpt_neo as _neo
 from transformers.utils import logging as _hf_logging
 
 from helpers.core.config import is_local_path, require_output
+from helpers.core.seeding import seed_everything
 
 _hf_logging.disable_progress_bar()  # no "Loading weights"/"Writing model shards" bars in reports
 
@@ -168,7 +168,7 @@ def build_decoder(spec: DecoderSpec | dict | GPTNeoConfig, fast: bool = True, se
     """A freshly initialised GPT-Neo (seeded if ``seed`` is given), with the fast attention path by default."""
     cfg = spec if isinstance(spec, GPTNeoConfig) else gpt_neo_config(spec, **token_ids)
     if seed is not None:
-        torch.manual_seed(seed)
+        seed_everything(seed)
     model = GPTNeoForCausalLM(cfg)
     return enable_fast_attention(model) if fast else model
 

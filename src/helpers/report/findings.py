@@ -16,6 +16,7 @@ import pandas as pd
 
 from helpers.core.stats import intervals_apart
 from helpers.diversity.self_bleu import k_choice_label
+from helpers.evaluation.comparisons import arm_and_seed
 from helpers.evaluation.zero_shot import chance_verdict  # the one rule for "above chance" (also interval_table's)
 from helpers.report.reporting import fmt_interval
 
@@ -369,6 +370,25 @@ def decoders(table: pd.DataFrame, histories: Mapping[str, Sequence[Mapping]], bu
     for _, r in ordered.iterrows():
         out.append(f"{r.budget}: {r['passes trained']} passes over its data trained, best at step {r['best step']} of {r['last step']}"
                    f"{' (stopped early)' if r['stopped early'] == 'yes' else ''}; {r['wall time (min)']:.1f} min")
+    return out + _loss_seed_gaps(table, order, noise)
+
+
+def _loss_seed_gaps(table: pd.DataFrame, order: Mapping[str, int], noise: float) -> list[str]:
+    """One line per budget trained under several seeds (rows ``"<budget> (seed N)"``): the best held-out losses per
+    seed and their largest gap, against the single-run ``noise`` assumed above."""
+    twins = table[~table.budget.isin(order)]
+    out = []
+    for budget in order:
+        seeds = twins[twins.budget.map(lambda n: arm_and_seed(n, -1)[0]) == budget]
+        if seeds.empty:
+            continue
+        rows = pd.concat([table[table.budget == budget], seeds])
+        losses = [float(x) for x in rows["best valid loss"]]
+        labels = [str(r.get("seed", arm_and_seed(r.budget, -1)[1])) for _, r in rows.iterrows()]
+        gap = max(losses) - min(losses)
+        out.append(f"{budget} under {len(losses)} seeds ({', '.join(labels)}): best held-out loss "
+                   + " / ".join(f"{x:.3f}" for x in losses) + f", largest gap {gap:.3f} nats"
+                   + (f" (above the ~{noise} assumed for single runs)" if gap > noise else f" (within the ~{noise} assumed for single runs)"))
     return out
 
 
@@ -377,7 +397,7 @@ def repetition_finetune(history: pd.DataFrame) -> list[str]:
     continuations that loop, with Wilson intervals, that end, and that are healthy: ended without a loop; and the
     held-out loss), from the probe of the plain model (step 0) to the probe of the checkpoint kept (step 0 again
     when no fine-tuned checkpoint was healthier). ``history``: rows of
-    :func:`helpers.diversity.unlikelihood.history_rows` (budget, step, loops with its ``loops low``/``high``,
+    :func:`helpers.training.unlikelihood.history_rows` (budget, step, loops with its ``loops low``/``high``,
     ended, valid loss, chosen) and the probe size in ``probe prompts``."""
     if history.empty:
         return ["repetition fine-tuning is off in this profile: the decoders are the plain best-validation models"]

@@ -118,7 +118,7 @@ def plot_continuation_health(pooled, max_new_tokens: int, context: int | None = 
 
 def plot_repetition_probes(history, palette: Mapping[str, object]):
     """Notebook 02's repetition fine-tuning, one line per budget over the fine-tuning steps (rows of
-    :func:`helpers.diversity.unlikelihood.history_rows`): the share of held-out greedy continuations that loop
+    :func:`helpers.training.unlikelihood.history_rows`): the share of held-out greedy continuations that loop
     (left, with its 95 % Wilson band when the rows carry ``loops low``/``high``) and the held-out loss (right); the
     checkpoint kept is circled. Step 0 is the plain model."""
     fig, axes, inches = panels(2, FIGURE_WIDTH / 2, 3.0, extra_height=0.8)

@@ -8,6 +8,7 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
+from helpers.evaluation.comparisons import arm_and_seed
 from helpers.analysis.lexicon import SPECIALIST_CLASSES
 from helpers.core.stats import intervals_apart
 
@@ -27,6 +28,13 @@ def attention_heads(heads: pd.DataFrame, check: pd.DataFrame | None = None) -> l
         other = h[h.label != "positional"].label.value_counts()
         rest = ", ".join(f"{int(n)} {k}" for k, n in other.items()) or "none other"
         out.append(f"{name}: {len(pos)} of {len(h)} heads positional ({where}); {rest}")
+    arms = heads.assign(arm=heads.model.map(lambda m: arm_and_seed(m, -1)[0]))
+    for arm, g in arms.groupby("arm", sort=False):
+        per_seed = g.groupby("model", sort=False).label.apply(lambda x: int((x == "positional").sum()))
+        if len(per_seed) > 1:  # the same budget under several training seeds: does the count hold?
+            out.append(f"{arm} over {len(per_seed)} training seeds: " + " / ".join(map(str, per_seed))
+                       + f" positional heads of {len(g) // len(per_seed)}"
+                       + (" (the same in every seed)" if per_seed.nunique() == 1 else " (the count moves with the seed)"))
     return out
 
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import html as _html
 import math
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.colors import PowerNorm
 
-from helpers.analysis.interpret import ModelAnalysis
+from helpers.analysis.interpret import ModelAnalysis, attention_maps, display_token
+from helpers.analysis.interpret_tables import head_table
 from helpers.analysis.lexicon import ATTENTION_CLASSES
 from helpers.core.stats import wilson_interval
 from helpers.report.figure_layout import (FIGURE_WIDTH, font_pt, legend_columns, legend_inches, panels, slant_if_crowded,
@@ -67,27 +68,67 @@ def token_ticks(n: int, inches: float, lo: float = 7.0, hi: float = 10.0) -> tup
     return max(1, math.ceil(n * size / room)), size
 
 
-def plot_attention_grid(att: np.ndarray, labels: Sequence[str], types: Sequence[str], title: str = "", n: int | None = None,
-                        max_cols: int = 4):
-    """Heat maps of every layer × head of one story's attention ``[L, H, T, T]``, the first ``n`` tokens, with token
-    labels (queries down, keys across). Colour: attention weight, square-root scale. A layer's heads sit side by
-    side, at most ``max_cols`` to a row (more wrap onto the next), in a figure of the print width; the token labels
-    are as large as the panels allow, at least 7 pt, every ``step``-th token where not every one fits
-    (:func:`token_ticks`)."""
+def word_labels(pieces: Sequence[str]) -> list[str]:
+    """Per token of a story, the whole word it starts (sub-word pieces joined: ``["Ġse", "eks"]`` -> ``["seeks",
+    ""]``), ``""`` for a token that continues a word. ``pieces`` are the decoded tokens with their leading spaces; a
+    piece starts a word when it begins with a space or a line break, follows one, or is punctuation or the start
+    token (``<...>``)."""
+    out: list[str] = []
+    for i, p in enumerate(pieces):
+        prev = pieces[i - 1] if i else "\n"
+        starts = (i == 0 or p[:1].isspace() or prev.endswith(("\n", ">")) or p.startswith("<")
+                  or not p.strip()[:1].isalnum() or not prev.strip()[-1:].isalnum())
+        if starts or not out:
+            out.append(p.strip() or ("↵" if "\n" in p else "␣"))
+        else:
+            word_start = max(j for j, w in enumerate(out) if w)
+            out[word_start] += p.strip()
+            out.append("")
+    return out
 
+
+def readable_ticks(labels: Sequence[str], most: int) -> list[int]:
+    """At most ``most`` token positions to label, spread over the story: positions whose label has two or more
+    letters or digits (a word, not a fragment such as ``s`` or ``,``; or the start token), each at least
+    ``len(labels) / most`` tokens after the one before."""
+    gap = max(1, math.ceil(len(labels) / max(1, most)))
+    ticks: list[int] = []
+    for i, lab in enumerate(labels):
+        if (lab.startswith("<") or sum(ch.isalnum() for ch in lab) >= 2) and (not ticks or i - ticks[-1] >= gap):
+            ticks.append(i)
+    return ticks
+
+
+def _short(label: str, chars: int = 9) -> str:
+    return label if len(label) <= chars else label[:chars - 1] + "…"
+
+
+HEAD_CLASS_COLOURS = {"positional": "#1b6ca8", "semantic": "#b5651d", "diffuse": "#555555"}
+
+
+def plot_attention_grid(att: np.ndarray, labels: Sequence[str], types: Sequence[str], title: str = "",
+                        n: int | None = None, max_cols: int = 4,
+                        head_classes: Mapping[tuple[int, int], str] | None = None):
+    """Heat maps of every layer × head of one story's attention ``[L, H, T, T]``, the first ``n`` tokens (queries
+    down, the tokens they attend to across). Colour: attention weight, square-root scale, with its colour bar. A
+    layer's heads sit side by side, at most ``max_cols`` to a row, in a figure of the print width. Only a few tokens
+    are labelled, words of two or more letters spread over the story (:func:`readable_ticks`; ``labels`` may be
+    :func:`word_labels`, ``""`` on a word's later pieces), in type at least 8 pt; each panel is titled with its
+    layer, head and, given ``head_classes`` (``{(layer, head): "positional" | "semantic" | "diffuse"}``, the
+    ``label`` of :func:`helpers.analysis.interpret_tables.head_table`), the head's class."""
     L, H, T, _ = att.shape
     n = min(n or T, T)
-    labels = list(labels)[:n]
+    labels = [str(lab) for lab in list(labels)[:n]]
     cols = min(H, max_cols)
     per_layer = math.ceil(H / cols)
     rows = L * per_layer
-    label_width = max(text_inches(lab, 7.0) for lab in labels) + 0.15 if labels else 0.0
-    size = (FIGURE_WIDTH - label_width - 1.1) / cols  # inches per panel, the colour bar and its label beside
-    step, fs = token_ticks(n, size)
-    title_fs = max(7.0, min(font_pt(key="axes.titlesize"), 9.0))
-    fig, axes = plt.subplots(rows, cols, figsize=(FIGURE_WIDTH, rows * (size + 0.45) + label_width + 0.6),
+    fs = max(8.0, min(9.0, font_pt(key="ytick.labelsize") - 1))
+    label_width = max((text_inches(_short(lab), fs) for lab in labels), default=0.0) + 0.15
+    size = (FIGURE_WIDTH - label_width - 1.25) / cols  # inches per panel, the colour bar and its label beside
+    ticks = readable_ticks(labels, max(3, int(size * 72 / (fs * 1.4))))
+    title_fs = max(8.0, min(font_pt(key="axes.titlesize"), 9.5))
+    fig, axes = plt.subplots(rows, cols, figsize=(FIGURE_WIDTH, rows * (size + 0.5) + label_width + 0.9),
                              squeeze=False, layout="constrained")
-    ticks = list(range(0, n, step))
     im = None
     for layer in range(L):
         for h in range(H):
@@ -97,21 +138,42 @@ def plot_attention_grid(att: np.ndarray, labels: Sequence[str], types: Sequence[
                            interpolation="nearest")
             ax.set_xticks(ticks)
             ax.set_yticks(ticks)
-            ax.set_xticklabels([labels[i] for i in ticks] if r == rows - 1 else [], rotation=90, fontsize=fs)
-            ax.set_yticklabels([labels[i] for i in ticks] if c == 0 else [], fontsize=fs)
-            ax.tick_params(length=0, pad=1)
+            ax.set_xticklabels([_short(labels[i]) for i in ticks] if r == rows - 1 else [], rotation=90, fontsize=fs)
+            ax.set_yticklabels([_short(labels[i]) for i in ticks] if c == 0 else [], fontsize=fs)
+            ax.tick_params(length=2, pad=1)
             ax.grid(False)
-            head = f"layer {layer} ({types[layer]}) · head {h}"
-            ax.set_title(head if text_inches(head, title_fs) <= size else f"layer {layer} ({types[layer]})\nhead {h}",
-                         fontsize=title_fs)
+            kind = (head_classes or {}).get((layer, h))
+            head = f"L{layer} {types[layer]} · H{h}"
+            ax.set_title(head + (f"\n{kind}" if kind else ""), fontsize=title_fs,
+                         color=HEAD_CLASS_COLOURS.get(kind, "black"))
     drawn = [ax for ax in axes.ravel() if ax.images]
     for ax in axes.ravel():
         if not ax.images:  # a row's empty cells where the heads wrap
             ax.remove()
-    fig.colorbar(im, ax=drawn, shrink=0.6, label="attention weight (√ scale)")
+    bar = fig.colorbar(im, ax=drawn, shrink=0.5, label="attention weight (√ scale)")
+    bar.set_ticks([0, 0.05, 0.2, 0.5, 1.0])
+    fig.supxlabel("token attended to (key) →", fontsize=font_pt(key="axes.labelsize"))
+    fig.supylabel("← token attending (query)", fontsize=font_pt(key="axes.labelsize"))
     if title:
         fig.suptitle(wrap(title, FIGURE_WIDTH, font_pt(key="figure.titlesize")))
     return fig
+
+
+def attention_figure(a: ModelAnalysis, story: int, n: int, threshold: float = 0.5, title: str | None = None):
+    """Notebook 06's attention maps of one model: :func:`plot_attention_grid` of held-out story ``story`` (its first
+    ``n`` tokens), the tokens labelled by the words they start (:func:`word_labels`) and each head titled with its
+    class over all analysed stories (:func:`helpers.analysis.interpret_tables.head_table` at ``threshold``)."""
+    whole = a.stories[story].ids
+    ids = whole[:n]
+    att = attention_maps(a.model, ids)
+    pieces = [display_token(a.tokenizer, t) if i == 0 else  # the whole story: a word cut by the window keeps its name
+              a.tokenizer.decode([int(t)], clean_up_tokenization_spaces=False) for i, t in enumerate(whole)]
+    heads = head_table(a, threshold)
+    classes = {(int(r.layer), int(r.head)): str(r.label) for r in heads.itertuples(index=False)}
+    title = title or (f"{a.name}: attention of every layer × head, held-out story {story} (first {len(ids)} tokens); "
+                      "head classes over all analysed stories")
+    return plot_attention_grid(att, word_labels(pieces)[:len(ids)], a.layer_types, title=title, n=len(ids),
+                               head_classes=classes)
 
 
 def plot_correlation_grid(heads: "pd.DataFrame", threshold: float = 0.5):  # noqa: F821

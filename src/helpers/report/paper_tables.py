@@ -17,16 +17,14 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import pandas as pd
-import torch
-from transformers import GPTNeoForCausalLM
 
 from helpers.core.stats import independent_mean_interval
 from helpers.data.budgets import fmt_words
 from helpers.evaluation.finetune import protocol_note
 from helpers.generation.completions import PLAIN_DIR
-from helpers.models import decoder, ltg_bert
+from helpers.models import decoder, ltg_bert, registry
 from helpers.report.reporting import fmt_interval
-from helpers.evaluation.zero_shot import average_note, paradigm_mean_interval, paper_ewok_has_context
+from helpers.evaluation.zero_shot import PLAIN, average_note, paradigm_mean_interval, paper_ewok_has_context
 
 # the paper's zero-shot columns (not the task registry: a task added there has no column in the paper's tables)
 ZERO_SHOT = (("blimp", "BLiMP"), ("supplement", "Supp."), ("ewok", "EWoK"))
@@ -88,9 +86,11 @@ def _with_paper(ours: pd.DataFrame, paper: pd.DataFrame, columns: Sequence[str])
 def decoder_models(run_dir: str | Path, decoders: Sequence[str]) -> dict[str, str]:
     """What each scored decoder is, for Table 1's ``model`` column: ``"GPT-Neo, repetition-fine-tuned"`` when its
     ``best/`` was replaced by repetition fine-tuning (the plain model kept beside it in ``mle-best/``, notebook 02),
-    else ``"GPT-Neo"``: the table says which decoders it scores."""
+    else ``"GPT-Neo"``; a ``"<budget> (plain)"`` name (:func:`helpers.evaluation.zero_shot.model_folder`) is that
+    plain model: the table says which decoders it scores."""
     root = Path(run_dir) / "decoders"
-    return {n: "GPT-Neo, repetition-fine-tuned" if (root / n / PLAIN_DIR).is_dir() else "GPT-Neo" for n in decoders}
+    return {n: "GPT-Neo, plain (before repetition fine-tuning)" if PLAIN.match(n) else
+            "GPT-Neo, repetition-fine-tuned" if (root / n / PLAIN_DIR).is_dir() else "GPT-Neo" for n in decoders}
 
 
 def decoder_table(zero: Mapping[tuple[str, str], Any], decoders: Sequence[str], source: str,
@@ -272,12 +272,11 @@ def glue_table(runs: pd.DataFrame, tasks: Sequence[str], paper: pd.DataFrame,
     them: the score of always predicting the most frequent training label on the same test examples. Then the
     paper's rows (``paper: <data> (100M track)``), which have no intervals. Indexed by ``model``."""
     missing = sorted(set(tasks) - set(runs["task"]))
-    if missing:
+    if missing and not runs.empty:  # no runs at all (no encoder fine-tuned): the majority and paper rows only
         raise ValueError(f"no fine-tuning runs for {', '.join(missing)}")
     order = list(dict.fromkeys(runs["model"]))  # the caller's model order, not the alphabet
-    score = runs.pivot(index="model", columns="task", values="score").reindex(order)[list(tasks)] * 100
-    low = runs.pivot(index="model", columns="task", values="ci_low").reindex(order)[list(tasks)] * 100
-    high = runs.pivot(index="model", columns="task", values="ci_high").reindex(order)[list(tasks)] * 100
+    score, low, high = (runs.pivot(index="model", columns="task", values=v).reindex(index=order, columns=list(tasks))
+                        .astype(float) * 100 for v in ("score", "ci_low", "ci_high"))
     ours = pd.DataFrame(index=score.index)
     for t in tasks:
         ours[t] = score[t]
@@ -287,6 +286,8 @@ def glue_table(runs: pd.DataFrame, tasks: Sequence[str], paper: pd.DataFrame,
     ours["GLUE avg. 95% CI"] = [fmt_interval(*avg_ci[m]) for m in ours.index]
     ours["GLUE protocol"] = [protocol_note(runs[runs["model"] == m], tasks) or "standard" for m in ours.index]
     ours[SINGLE_CLASS] = [single_class_note(runs[runs["model"] == m], tasks) for m in ours.index]
+    text = [f"{t} 95% CI" for t in tasks] + ["GLUE avg. 95% CI", "GLUE protocol", SINGLE_CLASS]
+    ours = ours.astype({c: object for c in text})  # text columns stay text when no model was fine-tuned
     if majority is not None:
         base = majority.set_index("task")["score"].reindex(list(tasks)) * 100
         ours.loc[MAJORITY_ROW, list(tasks)] = base.to_numpy()
@@ -315,15 +316,14 @@ def glue_panel_title(cfg) -> str:
 def scale_vs_paper(ours: Mapping[str, Any]) -> pd.DataFrame:
     """How much smaller our models are than the paper's: per kind (``"decoder"``, ``"encoder"``) of ``ours`` (kind
     → one of our loaded models), our parameter count, the paper model's (GPT-Neo 768 × 4 layers with a 16,384
-    vocabulary, :data:`helpers.models.decoder.PRESETS` ``berttime-paper``, built without memory on the meta device;
+    vocabulary, :data:`helpers.models.decoder.PRESETS` ``berttime-paper``, counted by
+    :func:`helpers.models.registry.parameter_count`;
     LTG-BERT base with a 16,384 vocabulary, :func:`helpers.models.ltg_bert.expected_parameters`) and the ratio."""
     rows = []
     for kind, model in ours.items():
         if kind == "decoder":
-            with torch.device("meta"):
-                paper_model = GPTNeoForCausalLM(decoder.gpt_neo_config(decoder.PRESETS["berttime-paper"], bos_token_id=0,
-                                                                        eos_token_id=0))
-            mine, theirs = decoder.count_parameters(model), decoder.count_parameters(paper_model)
+            mine = decoder.count_parameters(model)
+            theirs = registry.parameter_count("gpt-neo", decoder.PRESETS["berttime-paper"])
             label = "GPT-Neo 768 × 4 layers (BERTtime Stories §5.2)"
         elif kind == "encoder":
             mine = ltg_bert.count_parameters(model)

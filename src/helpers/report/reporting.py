@@ -30,8 +30,9 @@ from matplotlib.ticker import FuncFormatter
 from packaging.requirements import InvalidRequirement, Requirement
 
 from helpers import __version__
-from helpers.core.artifacts import atomic_path, read_json, sha256_file, write_json, write_text
+from helpers.core.artifacts import atomic_path, read_json, write_json, write_text
 from helpers.core.config import repo_root, reports_dir, shown_path
+from helpers.core.digests import sha256_file
 from helpers.core.hardware import cpu_info, gpu_names
 from helpers.core.html_table import styled_table
 from helpers.report.figure_layout import (FIGURE_WIDTH, fit_text, font_pt, legend_columns, legend_inches, panels,
@@ -77,9 +78,11 @@ def fmt_interval(low: float, high: float, digits: int = 1) -> str:
 
 
 def save_table(df, name: str, profile: str, index: bool = False, floatfmt: str = ".4f",
-               caption: str | None = None) -> ReportPath:
+               caption: str | None = None, markdown: bool = True) -> ReportPath:
     """Write ``df`` as ``tables/<name>.csv`` (full precision, raw text, the column names as they are) and a Markdown
     rendering ``tables/<name>.md`` for people; returns the CSV path (which shows itself relative to the repository).
+    ``markdown=False`` writes the CSV only: item-level tables (one row per graded completion) that nobody reads as
+    Markdown.
 
     The Markdown cells, predictably: a ``|`` in a header or a cell is escaped as ``\\|`` (it would end the cell);
     missing values are blank; integer columns as integers. A float column whose values are all whole numbers is
@@ -112,6 +115,8 @@ def save_table(df, name: str, profile: str, index: bool = False, floatfmt: str =
     csv = d / f"{name}.csv"
     with atomic_path(csv) as tmp:
         df.to_csv(tmp, index=index)
+    if not markdown:
+        return ReportPath(csv)
     if _has_tabulate():
         shown, align = markdown_cells(df, floatfmt)
         md = shown.to_markdown(index=index, disable_numparse=True,

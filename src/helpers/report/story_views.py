@@ -6,6 +6,7 @@ the table its notebook cell built and returns a display table, an HTML string (b
 from __future__ import annotations
 
 import html
+import math
 import re
 from typing import Any, Mapping, Sequence
 
@@ -16,8 +17,8 @@ import pandas as pd
 from helpers.core.html_table import styled_table
 from helpers.core.stats import bootstrap_mean_interval
 from helpers.judge.validity import VALIDITY_CRITERIA, VALIDITY_KINDS
-from helpers.report.figure_layout import (FIGURE_WIDTH, font_pt, legend_columns, legend_inches, panels, slant_if_crowded,
-                                          wrap)
+from helpers.report.figure_layout import (FIGURE_WIDTH, columns, font_pt, legend_columns, legend_inches, panels,
+                                          slant_if_crowded, wrap)
 from helpers.story_eval.folding import ascii_quotes, fold, folded
 from helpers.story_eval.instruct import parse_instruct
 from helpers.story_eval.suites import GRADE_COLOURS, GRADES, SUITES
@@ -159,28 +160,87 @@ def plot_instruct_words(instruct_table, prompt_sets: Sequence[str]):
     return fig
 
 
+JUDGE_SCALE = (1, 10)  # the judge's grades run 1-10 (:mod:`helpers.judge.rubric`)
+_DECODING_MARKERS = ("o", "D", "s", "^", "v")
+
+
+def judge_axis_ranges(judge_means, criteria: Sequence[str], min_span: float = 0.6) -> dict[str, tuple[float, float]]:
+    """The zoomed grade axis of each criterion of :func:`plot_judge_scores`: around that criterion's intervals, all
+    of one width (the widest needed, with a margin, at least ``min_span`` grade points), so that a grade point is
+    as long in every panel; within the judge's 1-10 scale."""
+    spans = {}
+    for c in criteria:
+        vals = pd.concat([judge_means[c], judge_means[f"{c} low"], judge_means[f"{c} high"]]).astype(float)
+        spans[c] = (float(vals.min()), float(vals.max()))
+    width = max([min_span] + [1.25 * (b - a) for a, b in spans.values()])
+    width = float(np.ceil(round(width * 10, 6)) / 10)
+    out = {}
+    for c, (a, b) in spans.items():
+        lo = float(np.floor(round(((a + b) / 2 - width / 2) * 20, 6)) / 20)  # on a 0.05 grid
+        lo = min(max(JUDGE_SCALE[0], lo), JUDGE_SCALE[1] - width)
+        out[c] = (lo, lo + width)
+    return out
+
+
 def plot_judge_scores(judge_means, models: Sequence[str], criteria: Sequence[str], title: str):
-    """One panel per decoding (greedy, nucleus, …): per model, the judge's expected grade (1-10) on each validated
-    criterion with its 95 % interval (:func:`helpers.judge.validity.grade_interval_table`: columns ``model``,
-    ``decoding``, ``<criterion>``, ``<criterion> low``, ``<criterion> high``)."""
+    """One panel per validated criterion: per model (a row), the judge's expected grade for each decoding (a marker)
+    with its 95 % interval (a line with caps) and the value beside it
+    (:func:`helpers.judge.validity.grade_interval_table`: columns ``model``, ``decoding``, ``<criterion>``,
+    ``<criterion> low``, ``<criterion> high``). Each panel's grade axis is zoomed to its data
+    (:func:`judge_axis_ranges`: one width for all, so a grade point is as long in every panel) so that differences
+    between models and their intervals are visible; a dotted line marks the mean of the panel's rows, and a strip
+    below the panels shows where the zoomed windows lie on the judge's whole 1-10 scale (its midpoint 5.5 marked)."""
     decodings = list(dict.fromkeys(judge_means["decoding"]))
-    ncol = legend_columns(criteria)
-    fig, axes, inches = panels(len(decodings), 3.2, 3.6, extra_height=0.6 + legend_inches(criteria, ncol), sharey=True)
-    width = 0.8 / len(criteria)
-    for ax, dec in zip(axes, decodings):
-        t = judge_means[judge_means.decoding == dec].set_index("model").reindex(models)
-        x = np.arange(len(t))
-        for i, c in enumerate(criteria):
-            ax.bar(x + i * width, t[c], width, label=c)
-            ax.errorbar(x + i * width, t[c], yerr=[t[c] - t[f"{c} low"], t[f"{c} high"] - t[c]], fmt="none",
-                        ecolor="#555555", capsize=2, lw=1)
-        ax.set_xticks(x + width * (len(criteria) - 1) / 2, t.index)
-        slant_if_crowded(ax, t.index, inches)
-        ax.set(ylim=(1, 10), title=wrap(f"{dec} completions", inches, font_pt(key="axes.titlesize")),
-               ylabel="expected judge grade (1-10)")
-    handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncol=ncol, frameon=False)
-    fig.suptitle(wrap(title, fig.get_figwidth(), font_pt(key="figure.titlesize")))
+    ranges = judge_axis_ranges(judge_means, criteria)
+    entries = [f"{d} completions (95 % interval)" for d in decodings] + ["mean of the panel's rows"]
+    ncol = legend_columns(entries)
+    cols = columns(len(criteria), 3.2)
+    rows = math.ceil(len(criteria) / cols)
+    height = 0.8 + 0.25 * len(models) * max(2, len(decodings))
+    fig = plt.figure(figsize=(FIGURE_WIDTH, rows * height + 1.7 + legend_inches(entries, ncol)), layout="constrained")
+    grid = fig.add_gridspec(rows + 1, cols, height_ratios=[height] * rows + [1.0])
+    inches = FIGURE_WIDTH / cols - 0.4
+    y = np.arange(len(models))[::-1].astype(float)
+    offsets = (np.arange(len(decodings)) - (len(decodings) - 1) / 2) * min(0.3, 0.75 / max(1, len(decodings)))
+    value_fs = max(7.5, font_pt(key="ytick.labelsize") - 2)
+    handles = []
+    for i, c in enumerate(criteria):
+        ax = fig.add_subplot(grid[i // cols, i % cols])
+        lo, hi = ranges[c]
+        for j, dec in enumerate(decodings):
+            t = judge_means[judge_means.decoding == dec].set_index("model").reindex(models)
+            yy = y - offsets[j]
+            h = ax.errorbar(t[c], yy, xerr=[t[c] - t[f"{c} low"], t[f"{c} high"] - t[c]], fmt=_DECODING_MARKERS[j % 5],
+                            color=f"C{j}", ms=6, capsize=3, lw=1.4)
+            for v, top, yv in zip(t[c], t[f"{c} high"], yy):
+                if pd.notna(v):
+                    ax.text(min(top, hi) + 0.015 * (hi - lo), yv, f"{v:.2f}", va="center", ha="left",
+                            fontsize=value_fs, color=f"C{j}")
+            if i == 0:
+                handles.append(h)
+        line = ax.axvline(float(judge_means[c].mean()), color="#777777", ls=":", lw=1.2)
+        if i == 0:
+            handles.append(line)
+        ax.set_xlim(lo, hi + 0.14 * (hi - lo))  # room for the values right of the intervals
+        ax.set_ylim(-0.6, len(models) - 0.4)
+        ax.set_yticks(y, models if i % cols == 0 else [])
+        ax.grid(axis="y", visible=False)
+        ax.set_title(wrap(c, inches, font_pt(key="axes.titlesize")))
+        if i // cols == rows - 1 or i + cols >= len(criteria):
+            ax.set_xlabel("expected grade (axis zoomed)")
+    strip = fig.add_subplot(grid[rows, :])
+    for lo, hi in ranges.values():
+        strip.axvspan(lo, hi, color="#f2c14e", alpha=0.45, lw=0)
+    first = min(lo for lo, _ in ranges.values())
+    strip.text(first - 0.1, 0.5, "shown above →", ha="right", va="center", fontsize=value_fs)
+    mid = sum(JUDGE_SCALE) / 2
+    strip.axvline(mid, color="#555555", lw=1, ls="--")
+    strip.text(mid + 0.08, 0.5, f"scale midpoint {mid:g}", va="center", fontsize=value_fs, color="#555555")
+    strip.set(xlim=JUDGE_SCALE, ylim=(0, 1), yticks=[], xticks=range(JUDGE_SCALE[0], JUDGE_SCALE[1] + 1),
+              xlabel="the judge's whole grade scale (1 = worst, 10 = best)")
+    strip.grid(False)
+    fig.legend(handles, entries, loc="outside lower center", ncol=ncol, frameon=False)
+    fig.suptitle(wrap(title, FIGURE_WIDTH, font_pt(key="figure.titlesize")))
     return fig
 
 

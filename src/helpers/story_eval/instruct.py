@@ -291,6 +291,20 @@ def instruct_summary(scored, by: Sequence[str] = ("model", "prompts")):
     return out[front + [c for c in out.columns if c not in front]]
 
 
+def unscored_notes(scored) -> list[str]:
+    """One sentence per prompt set (``prompts`` column of :func:`instruct_scores`' table) holding prompts without a
+    ``Words:`` line (only features, a summary or a random sentence): how many prompts and stories (of how many
+    models) :func:`instruct_summary` cannot score for required words."""
+    notes = []
+    for set_name, part in scored.groupby("prompts", sort=False):
+        no_words = part[part["n_words"] == 0]
+        if len(no_words):
+            notes.append(f"{set_name}: {no_words['prompt'].nunique()} of {part['prompt'].nunique()} prompts have no Words: line "
+                         f"(only features, a summary or a random sentence), so {len(no_words)} of {len(part)} stories "
+                         f"({no_words['model'].nunique()} models) are not scored for required words")
+    return notes
+
+
 # ----------------------------------------------------------------------------- the instruct decoder
 @dataclass
 class InstructRun:

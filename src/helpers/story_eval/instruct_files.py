@@ -1,18 +1,23 @@
 """The real TinyStoriesInstruct files (Eldan & Li 2023), for the paper profile's instruction-following decoder
 (``docs/methods.md#instruct``); the cpu profile, which has no such file, derives Instruct documents from the stories
-(:func:`helpers.story_eval.instruct.build_instruct_document`)."""
+(:func:`helpers.story_eval.instruct.build_instruct_document`). Notebook 05b plans its instruct run
+(:func:`plan_instruct_run`), draws its held-out prompts (:func:`heldout_prompts`) and completes them
+(:func:`instruct_completions`) here, whichever the documents' source."""
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Mapping, Sequence
+
+import pandas as pd
 
 from helpers.data.budgets import shuffled_order, take_prefix
 from helpers.data.corpora import count_words, load_tinystories
 from helpers.data.ledger import Ledger
+from helpers.generation.completions import cached_completions
 from helpers.story_eval.instruct import InstructDocument, field_counts, heldout_instruct_prompts, parse_instruct, plan_instruct
-from helpers.story_eval.suites import story_prompts
+from helpers.story_eval.suites import fit_prompts, story_prompts
 from helpers.training.recipes import encode_blocks
 
 
@@ -112,3 +117,25 @@ def heldout_prompts(run_dir: str | Path, n: int, seed: int, valid_file: str | Pa
     if valid_file is None:
         return heldout_instruct_prompts(run_dir, n, seed, **derive_kwargs)
     return instruct_file_prompts(valid_file, n, seed)
+
+
+def instruct_completions(gen_dir: str | Path, prompt_sets: Mapping[str, Sequence[Any]], models: Mapping[str, str | Path],
+                         instruct_name: str, budget: str, tokenizer, context: int, decoding, min_new_tokens: int, *,
+                         max_new_tokens: int, batch_size: int, seed: int):
+    """Notebook 05b's instruction-following stories: each prompt set (name -> prompts) cut to the prompts that leave
+    ``min_new_tokens`` of a ``context``-token model (:func:`helpers.story_eval.suites.fit_prompts`, with the instruct
+    decoder's ``tokenizer``), completed with ``decoding`` by every model of ``models`` (label -> saved decoder: the
+    instruct decoder ``instruct_name`` and the plain one), cached as
+    ``<gen_dir>/instruct-<first word of the set>-<instruct|plain>-<budget>.jsonl``. Returns the completion rows, each
+    with its set's name in ``prompts``, and a table of the prompts available, used and left out per set."""
+    rows, fit = [], []
+    for set_name, prompts in prompt_sets.items():
+        kept, dropped = fit_prompts(prompts, tokenizer, context, min_new_tokens)
+        fit.append({"prompts": set_name, "available": len(prompts), "used": len(kept), "left out (too long)": len(dropped)})
+        for label, folder in models.items():
+            tag = "instruct" if label == instruct_name else "plain"
+            done = cached_completions(Path(gen_dir) / f"instruct-{set_name.split()[0]}-{tag}-{budget}.jsonl", folder, kept,
+                                      decoding, model_name=label, max_new_tokens=max_new_tokens, batch_size=batch_size,
+                                      seed=seed) if kept else []
+            rows += [{**r, "prompts": set_name} for r in done]
+    return rows, pd.DataFrame(fit)

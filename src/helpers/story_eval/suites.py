@@ -5,7 +5,8 @@ grading rules); instruction following is :mod:`helpers.story_eval.instruct`.
 GPT-Eval prompts: :func:`load_eval_prompts` reads the 44 TinyStories evaluation prompts; :func:`story_prompts` turns
 them into :class:`~helpers.generation.completions.Prompt` objects (``story_id`` = prompt index, no ending) for
 :func:`helpers.generation.completions.cached_completions`; :func:`fit_prompts` splits off (to be named) the prompts
-that leave a model less than ``min_new_tokens`` of context. Grading is :mod:`helpers.judge.rubric` (run from a
+that leave a model less than ``min_new_tokens`` of context; :func:`gpteval_completions` completes the rest for each
+model (cached) with a coverage table (:func:`coverage_row`). Grading is :mod:`helpers.judge.rubric` (run from a
 notebook by :mod:`helpers.judge.runs`).
 
 Themed suites: :func:`first_sentence` extracts the answer, :func:`load_answer_keys` reads
@@ -18,18 +19,19 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-import yaml
 
+from helpers.core.config import read_yaml
 from helpers.core.stats import mean_interval, wilson_interval
-from helpers.data.corpora import read_text
-from helpers.data.tokenizers import encode_stories
-from helpers.generation.completions import Prompt
+from helpers.data.corpora import read_text, resolve
+from helpers.data.tokenizers import encode_stories, load_tokenizer
+from helpers.generation.completions import Prompt, cached_completions
 from helpers.models.decoder import context_length
 from helpers.story_eval.folding import _find, ascii_quotes, folded
 
@@ -168,7 +170,7 @@ def load_answer_keys(path: str | Path = ANSWER_KEYS, suites: Sequence[str] = SUI
     """Answer keys per suite, validated: one key per prompt (``id`` = ``suite-<n>``, 1-based), its ``prompt``
     equal to the JSON prompt with ASCII quotes, a non-empty ``success`` list, only known fields, every pattern
     well-formed.  ``prompts`` (suite -> list) replaces the bundled prompt files (tests)."""
-    raw = yaml.safe_load(read_text(path))
+    raw = read_yaml(resolve(path), read_text(path))  # read_text: checksum-verified
     if not isinstance(raw, dict):
         raise AnswerKeyError(f"{path}: expected a mapping suite -> list of keys")
     unknown = set(raw) - set(SUITES)
@@ -242,7 +244,7 @@ def first_sentence(text: str, max_chars: int = 400) -> str:
 
 def load_eval_prompts(path: str | Path = EVAL_PROMPTS) -> list[str]:
     """The 44 TinyStories evaluation prompts (a YAML list), checksum-verified."""
-    prompts = yaml.safe_load(read_text(path))
+    prompts = read_yaml(resolve(path), read_text(path))  # read_text: checksum-verified, gzip
     if not isinstance(prompts, list) or not all(isinstance(p, str) and p.strip() for p in prompts):
         raise ValueError(f"{path} must hold a YAML list of non-empty prompt strings")
     return prompts
@@ -285,6 +287,38 @@ def fit_prompts(prompts, tokenizer, context: int, min_new_tokens: int, bos: bool
     return kept, dropped
 
 
+def coverage_row(model: str, context: int, kept: Sequence[Any], dropped: Sequence[Any], rows: Sequence[Mapping[str, Any]],
+                 seconds: float) -> dict[str, Any]:
+    """One row of notebook 05b's GPT-Eval coverage table: a model's context, the prompts it could complete
+    (:func:`fit_prompts`' ``kept``) and those left out (named by ``story_id``), its completions' word counts and
+    the seconds they took."""
+    words = [r["completion_words"] for r in rows]
+    return {"model": model, "context": context, "prompts used": len(kept),
+            "prompts left out": ", ".join(str(p.story_id) for p in dropped) or "-",
+            "completions": len(rows), "mean words": float(np.mean(words)) if words else float("nan"),
+            "median words": float(np.median(words)) if words else float("nan"),
+            "empty completions": sum(w == 0 for w in words), "seconds": round(seconds, 1)}
+
+
+def gpteval_completions(gen_dir: str | Path, model_dirs: Mapping[str, str | Path], prompts, decoding, min_new_tokens: int,
+                        *, max_new_tokens: int, batch_size: int, seed: int):
+    """GPT-Eval's completions: for each model (``model_dirs``: name -> saved decoder, in order) the ``prompts`` that
+    fit its context (:func:`fit_prompts`) completed with ``decoding``, cached as ``<gen_dir>/gpteval-<model>.jsonl``
+    (:func:`helpers.generation.completions.cached_completions`). Returns the completion rows (a DataFrame), the
+    coverage table (one :func:`coverage_row` per model) and the kept prompts per model."""
+    rows, coverage, kept_by_model = [], [], {}
+    for name, folder in model_dirs.items():
+        context = model_context(folder)
+        kept, dropped = fit_prompts(prompts, load_tokenizer(folder), context, min_new_tokens)
+        kept_by_model[name] = kept
+        t0 = time.time()
+        done = cached_completions(Path(gen_dir) / f"gpteval-{name}.jsonl", folder, kept, decoding, model_name=name,
+                                  max_new_tokens=max_new_tokens, batch_size=batch_size, seed=seed) if kept else []
+        rows += done
+        coverage.append(coverage_row(name, context, kept, dropped, done, time.time() - t0))
+    return pd.DataFrame(rows), pd.DataFrame(coverage), kept_by_model
+
+
 def themed_prompts(keys: Sequence[AnswerKey]):
     """Prompt objects of answer keys (``story_id`` = key id, prompt = ASCII-quoted text)."""
     return story_prompts([k.prompt for k in keys], [k.id for k in keys])
@@ -309,7 +343,8 @@ def grade_summary(graded, confidence: float = 0.95, n_boot: int = 1000, seed: in
     seeded percentile-bootstrap ``confidence`` interval over the prompts (``score CI low`` / ``score CI high``).
     Where every prompt of a group has the same score (all fail, say) the bootstrap can only return that score, an
     interval of width 0; such a group gets the Wilson interval of its score × prompts successes in its prompts
-    instead (all 9 failing: [0, 0.30], not [0, 0])."""
+    instead (all 9 failing: [0, 0.30], not [0, 0]). Where ``graded`` has a ``judge consistency`` column (a remote
+    judge's grade of each answer: :func:`helpers.judge.runs.judge_themed_answers`), its mean per group is added."""
 
     counts = graded.pivot_table(index=["model", "suite"], columns="grade", values="id", aggfunc="count", fill_value=0)
     counts = counts.reindex(columns=list(GRADES), fill_value=0)
@@ -327,7 +362,10 @@ def grade_summary(graded, confidence: float = 0.95, n_boot: int = 1000, seed: in
     out.columns.name = None
     order = {m: i for i, m in enumerate(dict.fromkeys(graded["model"]))}
     sorder = {s: i for i, s in enumerate(SUITES)}
-    return out.sort_values(["model", "suite"], key=lambda c: c.map(order) if c.name == "model" else c.map(sorder)).reset_index(drop=True)
+    out = out.sort_values(["model", "suite"], key=lambda c: c.map(order) if c.name == "model" else c.map(sorder)).reset_index(drop=True)
+    if "judge consistency" in graded:
+        out = out.merge(graded.groupby(["model", "suite"], as_index=False)["judge consistency"].mean(), on=["model", "suite"])
+    return out
 
 
 def suite_columns(summary: pd.DataFrame, prefix: str = "themed ") -> pd.DataFrame:

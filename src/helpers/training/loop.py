@@ -4,9 +4,10 @@
   The batch of optimizer step ``s`` is a pure function of ``(seed, s)`` (blocks are reshuffled every epoch with a
   seeded generator), so the data position is the step counter and a resumed run sees exactly the batches an
   uninterrupted one would.
-* **Optimiser**: AdamW with decoupled weight decay on matrices only; biases, LayerNorms and embeddings go to
-  the no-decay group (:func:`param_groups`, tested on GPT-Neo's real names: the reference code meant this but
-  its filter never matched them). Cosine schedule with linear warm-up down to ``min_lr``; gradient clipping.
+* **Optimiser**: AdamW (or LAMB) with decoupled weight decay on matrices only; biases, LayerNorms and embeddings go
+  to the no-decay group (:func:`helpers.training.optim.param_groups`, tested on GPT-Neo's real names: the reference
+  code meant this but its filter never matched them). Cosine schedule with linear warm-up down to ``min_lr``
+  (:func:`helpers.training.optim.cosine_schedule`); gradient clipping.
 * **Checkpoints**: every ``save_every`` steps the model, optimizer, scheduler, RNG state and step go to
   ``<out>/checkpoint/`` (atomically). Rerunning :func:`train` resumes from it, and a run killed at any point
   finishes with the same weights as one never interrupted. The best-validation model is kept in
@@ -40,14 +41,15 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 from transformers import GPTNeoForCausalLM
 
-from helpers.core.artifacts import atomic_path, read_json, write_json
+from helpers.core.artifacts import append_jsonl, atomic_path, read_json, write_json
 from helpers.core.config import shown_path
 from helpers.core.hardware import autocast_context, compute_device, resolve_precision
 from helpers.core.progress import progress as progress_bar
+from helpers.core.seeding import seed_everything
 from helpers.data.blocks import PackedBlocks
 from helpers.models import decoder
 from helpers.training.model_card import model_card
-from helpers.training.optim import Lamb  # provided with the encoders
+from helpers.training.optim import cosine_schedule, make_optimizer
 
 
 class TrainingDiverged(RuntimeError):
@@ -57,50 +59,6 @@ class TrainingDiverged(RuntimeError):
 class TrainingRejected(TrainingDiverged):
     """A retrained model that is not sane (held-out loss NaN, or not below a uniform guess): the run it was to
     replace is kept."""
-
-
-# ----------------------------------------------------------------------------- optimisation
-
-
-def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
-    """Two AdamW groups: decay for weight matrices of Linear/Conv layers, none for biases, norms, embeddings.
-
-    Decided by module type, not by a name filter (a name filter is how the reference code missed GPT-Neo's
-    ``ln_1``/``wte``/``wpe``). Tied weights are counted once."""
-    decay, no_decay, seen = [], [], set()
-    norm_types = (torch.nn.LayerNorm, torch.nn.GroupNorm, torch.nn.BatchNorm1d)
-    for module in model.modules():
-        for pname, p in module.named_parameters(recurse=False):
-            if not p.requires_grad or id(p) in seen:
-                continue
-            seen.add(id(p))
-            is_matrix = isinstance(module, (torch.nn.Linear, torch.nn.Conv1d)) and pname == "weight"
-            is_embedding = isinstance(module, torch.nn.Embedding)
-            if is_matrix and not is_embedding and not isinstance(module, norm_types):
-                decay.append(p)
-            else:
-                no_decay.append(p)
-    # a Linear tied to an embedding (lm_head) was seen through the embedding first or later: never decay it
-    emb_ids = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding)}
-    moved = [p for p in decay if id(p) in emb_ids]
-    decay = [p for p in decay if id(p) not in emb_ids]
-    no_decay += moved
-    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-
-
-def param_group_names(model: torch.nn.Module, weight_decay: float = 0.1) -> tuple[list[str], list[str]]:
-    """Names of the parameters in the decay and no-decay groups of :func:`param_groups` (for tests/reports)."""
-    names = {id(p): n for n, p in model.named_parameters()}
-    g = param_groups(model, weight_decay)
-    return [names[id(p)] for p in g[0]["params"]], [names[id(p)] for p in g[1]["params"]]
-
-
-def cosine_schedule(step: int, total: int, warmup: int, min_ratio: float) -> float:
-    """LR multiplier: linear warm-up to 1 over ``warmup`` steps, then cosine down to ``min_ratio`` at ``total``."""
-    if warmup > 0 and step < warmup:
-        return (step + 1) / warmup
-    progress = min(1.0, (step - warmup) / max(1, total - warmup))
-    return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
 
 
 @dataclass
@@ -143,15 +101,6 @@ class TrainConfig:
         return int(round(self.warmup * self.steps)) if self.warmup < 1 else int(self.warmup)
 
 
-def make_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
-    groups = param_groups(model, cfg.weight_decay)
-    if cfg.optimizer == "adamw":
-        return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps)
-    if cfg.optimizer == "lamb":
-        return Lamb(groups, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps)
-    raise ValueError(f"unknown optimizer {cfg.optimizer!r} (adamw or lamb)")
-
-
 # ----------------------------------------------------------------------------- distributed
 
 
@@ -185,8 +134,29 @@ def _barrier(d: Dist) -> None:
         dist.barrier()
 
 
-def _device(cfg: TrainConfig, d: Dist) -> torch.device:
-    return compute_device(cfg.device, d.local_rank)
+@dataclass(frozen=True)
+class Placement:
+    """Where and how this process trains, resolved once at the start of training (:func:`placement`) and passed
+    down: its place in the process group, its device, and the precision (``"fp32"`` or ``"bf16"``: ``auto``
+    resolved on that device); ``requested`` is the ``(device, precision)`` of the config it was resolved from."""
+
+    dist: Dist
+    device: torch.device
+    precision: str
+    requested: tuple[str, str]
+
+    def autocast(self) -> Callable[[], contextlib.AbstractContextManager]:
+        """The autocast context factory of this precision on this device."""
+        return autocast_context(self.precision, self.device)
+
+
+def placement(device: str | torch.device = "auto", precision: str = "fp32") -> Placement:
+    """The one question a training run asks :mod:`helpers.core.hardware`: this process's device (``"auto"``: its
+    GPU under torchrun's ``LOCAL_RANK``, else the CPU), the process group on that device (:func:`init_distributed`)
+    and the precision on it (``"auto"``: bf16 where native)."""
+    local_rank = int(os.environ.get("LOCAL_RANK", "0")) if int(os.environ.get("WORLD_SIZE", "1")) > 1 else 0
+    dev = compute_device(device, local_rank)
+    return Placement(init_distributed(dev), dev, resolve_precision(precision, dev), (str(device), precision))
 
 
 # ----------------------------------------------------------------------------- the loop
@@ -259,18 +229,22 @@ def train(
     progress: bool = True,
     stop_after: int | None = None,
     extra_state: dict | None = None,
+    place: Placement | None = None,
 ) -> TrainResult:
     """Train ``model`` for ``cfg.steps`` optimizer steps, resuming from ``<out_dir>/checkpoint`` if present.
 
     ``stop_after`` ends the process's work after that many steps (as an interruption would; used by tests).
-    ``extra_state`` is stored in the checkpoint and in ``train_state.json`` (e.g. the spec of the model)."""
+    ``extra_state`` is stored in the checkpoint and in ``train_state.json`` (e.g. the spec of the model).
+    ``place``: the device and precision resolved for ``cfg`` at the start of training (:func:`placement`; resolved
+    here when not given)."""
     out = Path(out_dir)
-    d = init_distributed(cfg.device)
-    device = _device(cfg, d)
+    place = place or placement(cfg.device, cfg.precision)
+    if place.requested != (str(cfg.device), cfg.precision):
+        raise ValueError(f"placement resolved for (device, precision) {place.requested}, but the config says "
+                         f"{(str(cfg.device), cfg.precision)}")
+    d, device = place.dist, place.device
     model.to(device)
-    torch.manual_seed(cfg.seed)
-    random.seed(cfg.seed)
-    np.random.seed(cfg.seed)
+    seed_everything(cfg.seed)
     opt = make_optimizer(model, cfg)
     total, warm = cfg.steps, cfg.warmup_steps
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: cosine_schedule(s, total, warm, cfg.min_lr / cfg.lr))
@@ -303,7 +277,7 @@ def train(
         raise ValueError(f"per-process batch {per_rank} is not divisible by micro_batch {micro}")
     micro = min(micro, per_rank)
     tokens_per_step = cfg.batch_size * train_data.blocks.shape[1]
-    autocast = autocast_context(resolve_precision(cfg.precision, device), device)
+    autocast = place.autocast()
     bar = None
     if progress and d.main:
         bar = progress_bar(total=total, desc=out.name, unit="step", initial=state["step"])
@@ -452,10 +426,7 @@ def _save_pretrained(model, tokenizer, path: Path, info: dict, card: str | None 
 
 
 def _log(path: Path, row: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps(row) + "\n")
-        f.flush()
+    append_jsonl(path, row)  # a journal: a kill can cut only its last line, which read_metrics skips
 
 
 def _truncate_log(path: Path, step: int) -> None:

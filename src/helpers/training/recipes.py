@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
 import json
 import math
 import os
@@ -27,11 +26,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from helpers.training.seed_axis import decoder_seeds, expand_seeds
+
 import torch
 
-from helpers.core.artifacts import fingerprint, read_json, read_jsonl, run_step, sha256_file, write_json, write_jsonl
+from helpers.core.artifacts import (fingerprint, read_json, read_jsonl, run_step, save_pretrained_atomic, write_json,
+                                    write_jsonl, write_text)
 from helpers.core.config import load_params, model_folder_problem, run_dir, shown_path
+from helpers.core.digests import bytes_digest, sha256_file
 from helpers.core.hardware import resolve_precision
+from helpers.core.seeding import generator, seed_everything
 from helpers.data.blocks import PackedBlocks, pack_blocks
 from helpers.data.budgets import fmt_words
 from helpers.data.corpus_files import read_corpus
@@ -44,8 +48,8 @@ from helpers.models.decoder import (FAST_PATH_VERSION, DecoderSpec, build_decode
 from helpers.models.ltg_bert import LtgBertForMaskedLM, ltg_bert_config
 from helpers.core.locking import ProfileBusy, ProfileLock  # one writer of runs/<profile>: the lock ./run_all.sh takes
 from helpers.training.acceptance import settle_replacement, vocab_size
-from helpers.training.loop import (TrainConfig, TrainingDiverged, TrainResult, _ckpt_step, evaluate, init_distributed,
-                                   lm_loss, read_metrics, train)
+from helpers.training.loop import (Placement, TrainConfig, TrainingDiverged, TrainResult, _ckpt_step, evaluate,
+                                   init_distributed, lm_loss, placement, read_metrics, train)
 
 
 # ----------------------------------------------------------------------------- the decoder stage
@@ -60,7 +64,7 @@ def encode_blocks(tokenizer, texts: Sequence[str], block: int, max_blocks: int |
 
 def blocks_digest(data: PackedBlocks) -> str:
     """SHA-256 of the packed token ids (what a run was trained on, whatever produced it)."""
-    return hashlib.sha256(data.blocks.numpy().tobytes()).hexdigest()[:16]
+    return bytes_digest(data.blocks.numpy().tobytes(), 16)
 
 
 def train_or_skip(
@@ -76,8 +80,11 @@ def train_or_skip(
     progress: bool = True,
     log: Callable[[str], None] = print,
     extra: dict | None = None,
+    place: Placement | None = None,
 ) -> TrainResult:
     """Train (or resume, or skip) one model; the best checkpoint lands in ``<out_dir>/best`` with its tokenizer.
+    ``place``: the device and precision resolved for ``cfg`` (:func:`helpers.training.loop.placement`), handed to the
+    loop (resolved there when not given).
 
     A finished run whose ``spec``, config and token data are unchanged is skipped. A run (finished or a checkpoint)
     made from other inputs is never deleted first: it is moved aside to ``<out_dir>.kept-<date>`` (said in the
@@ -136,7 +143,7 @@ def train_or_skip(
             kept = out.with_name(f"{out.name}.kept-{_time.strftime('%Y%m%d-%H%M%S')}-{i}")
         os.replace(out, kept)
         out.mkdir(parents=True)
-        (out / "_replaces.json").write_text(json.dumps({"kept": kept.name}))  # a sibling of out: no machine path
+        write_text(out / "_replaces.json", json.dumps({"kept": kept.name}))  # a sibling of out: no machine path
         what = "finished run" if state_file.name in os.listdir(kept) else f"checkpoint (step {_ckpt_step(kept / 'checkpoint')})"
         log(f"[new ] {name}: the {what} in {shown_path(out)} was made from other inputs/params; it is kept as {shown_path(kept)} until the "
             f"new run has finished with a sane model (and restored if it does not, or if these params are put back before then)")
@@ -146,16 +153,16 @@ def train_or_skip(
         shutil.rmtree(out)  # no checkpoint, no model, no finished run: nothing to keep
         if pending:
             out.mkdir(parents=True)
-            (out / "_replaces.json").write_text(pending)
+            write_text(out / "_replaces.json", pending)
             kept = Path(json.loads(pending).get("kept", ""))
             kept = kept if kept.is_absolute() else out.parent / kept
-    torch.manual_seed(cfg.seed)
+    seed_everything(cfg.seed)
     model = build_model()
     log(f"[run ] {name}: {len(train_data)} blocks × {train_data.blocks.shape[1]} tokens, {cfg.steps} steps of "
         f"{cfg.batch_size} ({train_data.epochs(cfg.steps, cfg.batch_size):.2f} epochs)")
     try:
         result = train(model, train_data, valid_data, out, cfg, tokenizer=tokenizer, loss_fn=loss_fn, progress=progress,
-                       extra_state={"fingerprint": fp, "name": name, "spec": spec, **(extra or {})})
+                       extra_state={"fingerprint": fp, "name": name, "spec": spec, **(extra or {})}, place=place)
     except TrainingDiverged as e:
         if kept is not None and kept.exists():
             raise TrainingDiverged(f"{e} The previous run is untouched, kept as {shown_path(kept)} (moved back by itself "
@@ -166,17 +173,20 @@ def train_or_skip(
 
 def train_decoder(name: str, train_data: PackedBlocks, valid_data: PackedBlocks, tokenizer, spec, cfg: TrainConfig,
                   out_dir: str | Path, progress: bool = True, log: Callable[[str], None] = print,
-                  loss_fn: Callable[[torch.nn.Module, dict], torch.Tensor] = lm_loss, extra: dict | None = None) -> TrainResult:
+                  loss_fn: Callable[[torch.nn.Module, dict], torch.Tensor] = lm_loss, extra: dict | None = None,
+                  place: Placement | None = None) -> TrainResult:
     """One GPT-Neo decoder (``spec``: a :class:`~helpers.models.decoder.DecoderSpec` or its dict) via :func:`train_or_skip`.
 
     The fast path's version is part of the run's fingerprint: a change of its numerics retrains rather than
     silently reusing models trained by other code. ``loss_fn``/``extra``: another objective (e.g. the contrastive
-    one of :mod:`helpers.analysis.architecture`) and what identifies it."""
+    one of :mod:`helpers.analysis.architecture`) and what identifies it. The device and precision of ``cfg`` are
+    resolved once, here (or given as ``place``: :func:`helpers.training.loop.placement`), and passed down to the loop."""
     spec = spec if isinstance(spec, DecoderSpec) else DecoderSpec(**spec)
+    place = place or placement(cfg.device, cfg.precision)
     eot = end_of_text_id(tokenizer)
     return train_or_skip(name, lambda: build_decoder(spec, seed=cfg.seed, bos_token_id=eot, eos_token_id=eot, pad_token_id=eot),
                          asdict(spec), train_data, valid_data, tokenizer, cfg, out_dir, loss_fn, progress, log,
-                         extra={"fast_path": FAST_PATH_VERSION, **(extra or {})})
+                         extra={"fast_path": FAST_PATH_VERSION, **(extra or {})}, place=place)
 
 
 def decoder_rows(results: dict[str, TrainResult], runs: dict, run_dir: str | Path, official_text: str,
@@ -191,7 +201,7 @@ def decoder_rows(results: dict[str, TrainResult], runs: dict, run_dir: str | Pat
         r = runs[name]
         used = load_decoder(Path(run_dir) / "decoders" / name / "best")  # what every later notebook loads
         official = encode_blocks(r.tokenizer, [official_text], r.spec.context, max_blocks=official_blocks)
-        rows.append({"budget": name, "parameters": count_parameters(used),
+        rows.append({"budget": name, "seed": r.seed, "parameters": count_parameters(used),
                      "non-embedding parameters": count_parameters(used, non_embedding=True),
                      "tokens seen": res.tokens_seen,
                      "passes trained": round(r.train_data.epochs(res.steps, r.cfg.batch_size), 2),
@@ -216,11 +226,19 @@ class DecoderRun:
     cfg: TrainConfig
     words: int
     epochs: float
+    budget: str = ""  # the corpus (notebook 01's budget name); the run's name adds " (seed N)" for another seed
+
+    def __post_init__(self):
+        self.budget = self.budget or self.name
+
+    @property
+    def seed(self) -> int:
+        return int(self.cfg.seed)
 
     def row(self, word_scale: float = 1.0) -> dict:
         """The plan's row: the budget's size (corpus tokens, blocks) and the schedule over it (passes if all steps
         run; early stopping may end sooner)."""
-        return {"budget": self.name, "words": self.words, "stands for": fmt_words(self.words * word_scale, digits=3),
+        return {"budget": self.name, "seed": self.seed, "words": self.words, "stands for": fmt_words(self.words * word_scale, digits=3),
                 "corpus tokens": self.train_data.tokens, "blocks": len(self.train_data),
                 "passes if all steps run": round(self.epochs, 2), "dropout": self.spec.dropout,
                 "weight decay": self.cfg.weight_decay}
@@ -236,11 +254,14 @@ def plan_decoders(
     fixed_dropout: float = 0.1,
     fixed_weight_decay: float = 0.1,
     valid_blocks: int | None = None,
+    seeds: Mapping[str, Sequence[int]] | None = None,
 ) -> dict[str, DecoderRun]:
     """The decoder runs of notebook 02's parameters: per budget, its tokenizer (notebook 01), packed training
     blocks, held-out validation blocks, and the regularisation chosen by ``regularisation``:
     ``"words"`` (the paper's table at the budget × ``word_scale``), ``"epochs"`` (the paper's value for the budget
-    that would see as many passes under the paper's schedule) or ``"fixed"``."""
+    that would see as many passes under the paper's schedule) or ``"fixed"``. ``seeds`` (budget -> training seeds)
+    adds a run per further seed, named ``"<budget> (seed N)"`` (:func:`decoder_seeds`): same data and recipe, the
+    seed setting the initialisation and the order of the blocks."""
     run_dir = Path(run_dir)
     data = run_dir / "data"
     if not (data / "ledger.json").is_file():
@@ -248,13 +269,13 @@ def plan_decoders(
     ledger = Ledger(data / "ledger.json")
     heldout = [r["text"] for r in read_corpus(data / "tiny-heldout.jsonl")]
     runs = {}
-    for name in budgets:
-        tok = load_tokenizer(run_dir / "tokenizers" / f"decoder-{name}")
-        texts = [r["text"] for r in read_corpus(data / f"{name}.jsonl")]
-        train_data = encode_blocks(tok, texts, model["context"], seed=train.get("seed", 0))
+    for name, budget, run_seed in decoder_seeds(budgets, seeds, train.get("seed", 0)):
+        tok = load_tokenizer(run_dir / "tokenizers" / f"decoder-{budget}")
+        texts = [r["text"] for r in read_corpus(data / f"{budget}.jsonl")]
+        train_data = encode_blocks(tok, texts, model["context"], seed=run_seed)
         valid_data = encode_blocks(tok, heldout, model["context"], max_blocks=valid_blocks)
         epochs = train_data.epochs(train["steps"], train["batch_size"])
-        words = ledger[name].words
+        words = ledger[budget].words
         if regularisation == "words":
             dropout, wd = regularisation_for_budget(words, word_scale)
         elif regularisation == "epochs":
@@ -264,8 +285,10 @@ def plan_decoders(
         else:
             raise ValueError(f"regularisation must be words, epochs or fixed, not {regularisation!r}")
         spec = DecoderSpec(**model, vocab_size=len(tok), dropout=dropout)
-        runs[name] = DecoderRun(name, tok, train_data, valid_data, spec, TrainConfig(**train, weight_decay=wd), words, epochs)
+        cfg = TrainConfig(**{**train, "seed": run_seed}, weight_decay=wd)
+        runs[name] = DecoderRun(name, tok, train_data, valid_data, spec, cfg, words, epochs, budget)
     return runs
+
 
 
 # ----------------------------------------------------------------------------- the encoder stage
@@ -314,7 +337,7 @@ def balance_blocks(groups: dict[str, torch.Tensor], seed: int) -> torch.Tensor:
     the largest one, so that uniform sampling over the result gives each group the same total probability."""
     n = max(len(g) for g in groups.values())
     out = []
-    gen = torch.Generator().manual_seed(seed)
+    gen = generator(seed)
     for g in groups.values():
         reps, rest = divmod(n, len(g))
         out += [g] * reps + [g[torch.randperm(len(g), generator=gen)[:rest]]]
@@ -339,33 +362,6 @@ def encoder_model(model: str | dict, dropout: float | None = None) -> str | dict
     if dropout is None:
         return model
     return {**model, "dropout": dropout} if isinstance(model, dict) else {"preset": model, "dropout": dropout}
-
-
-def expand_seeds(mixes: Sequence[dict], default_seed: int) -> list[dict]:
-    """Mixes with a ``seeds`` list become one mix per seed (the training seed is the first-class axis of a
-    comparison): ``"<name>"`` for ``default_seed`` (the profile's ``train.seed``) and ``"<name> (seed N)"`` for every
-    other seed, each with its ``seed`` set, the rest of the mix unchanged. Use the same seeds in every arm of a
-    comparison, so that arms can be paired seed by seed. A mix without ``seeds`` is kept as it is; two mixes that
-    end with one name are refused."""
-    out: list[dict] = []
-    for mix in mixes:
-        seeds = mix.get("seeds")
-        if seeds is None:
-            out.append(dict(mix))
-            continue
-        if "seed" in mix:
-            raise ValueError(f"mix {mix['name']!r}: give either seed or seeds, not both")
-        if not seeds or len(set(int(x) for x in seeds)) != len(seeds):
-            raise ValueError(f"mix {mix['name']!r}: seeds must be a non-empty list of distinct integers, got {seeds!r}")
-        base = {k: v for k, v in mix.items() if k != "seeds"}
-        for sd in seeds:
-            name = base["name"] if int(sd) == int(default_seed) else f"{base['name']} (seed {int(sd)})"
-            out.append({**base, "name": name, "seed": int(sd)})
-    names = [m["name"] for m in out]
-    dup = sorted({n for n in names if names.count(n) > 1})
-    if dup:
-        raise ValueError(f"mixes named twice after expanding seeds: {', '.join(dup)}")
-    return out
 
 
 def plan_encoders(
@@ -413,7 +409,7 @@ def plan_encoders(
         all_docs = [d for c in corpora for d in docs[c]]
         run_step(f"encoder tokenizer {name}", tok_dir, fingerprint(corpora, [len(docs[c]) for c in corpora], vocab_size, min_frequency,
                                                                     [ledger[c].words for c in corpora]),
-                 lambda: train_tokenizer(all_docs, "encoder", vocab_size, min_frequency).save_pretrained(tok_dir), log)
+                 lambda: save_pretrained_atomic(tok_dir, train_tokenizer(all_docs, "encoder", vocab_size, min_frequency)), log)
         tok = load_tokenizer(tok_dir)
         ids = TokenIds.from_tokenizer(tok)
         groups = {}
@@ -483,11 +479,14 @@ def _train_profile(a: argparse.Namespace) -> int:
         raise SystemExit(f"budgets {unknown} are not in params/{a.profile}/02_*.yaml ({p['budgets']})")
     runs = plan_decoders(run_dir(a.profile), budgets, p["model"], p["train"], p.get("regularisation", "words"),
                          p.get("word_scale", 1.0), p.get("fixed_dropout", 0.1), p.get("fixed_weight_decay", 0.1),
-                         p.get("valid_blocks"))
+                         p.get("valid_blocks"), {b: v for b, v in (p.get("seeds") or {}).items() if b in budgets})
     d = init_distributed(p["train"].get("device", "auto"))  # the backend of the device the params train on
+    place = None  # resolved once, for the first run: every run trains where and how the params say
     for name, r in runs.items():
+        place = place or placement(r.cfg.device, r.cfg.precision)
         res = train_decoder(name, r.train_data, r.valid_data, r.tokenizer, r.spec, r.cfg,
-                            run_dir(a.profile) / "decoders" / name, log=print if d.main else (lambda *_: None))
+                            run_dir(a.profile) / "decoders" / name, log=print if d.main else (lambda *_: None),
+                            place=place)
         if d.main:
             print(f"{name}: best valid loss {res.best_valid_loss:.4f} at step {res.best_step}")
     return 0

@@ -18,7 +18,7 @@ import math
 import random
 import shutil
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -29,15 +29,17 @@ from helpers.core.config import shown_path
 from helpers.core.hardware import autocast_context, compute_device, resolve_precision
 from helpers.core.parallel import run_jobs
 from helpers.core.progress import progress as progress_bar
+from helpers.core.seeding import seed_everything
 from helpers.core.stats import wilson_interval
 from helpers.data.blocks import PackedBlocks
 from helpers.data.corpus_files import read_corpus
+from helpers.data.text_stats import repeated_run
 from helpers.data.tokenizers import end_of_text_id
-from helpers.diversity.continuation_health import repeated_run
-from helpers.generation import completions as G
+from helpers.generation import completions as G  # rollouts and probes: the one batched decoding loop (against the flow)
 from helpers.generation.decoding import Decoding
 from helpers.models.decoder import load_decoder
-from helpers.training.loop import evaluate, lm_loss, param_groups
+from helpers.training.loop import evaluate, lm_loss
+from helpers.training.optim import param_groups
 
 GREEDY = Decoding("greedy")
 MARKER = "unlikelihood.json"  # in the decoder's folder: the finished phase's fingerprint and probe history
@@ -212,7 +214,7 @@ def finetune(model, tokenizer, train_prompts: Sequence[Sequence[int]], train_dat
     model.to(dev)
     autocast = autocast_context(resolve_precision(precision, dev), dev)
     eot = end_of_text_id(tokenizer)
-    torch.manual_seed(cfg.seed)
+    seed_everything(cfg.seed)
     opt = torch.optim.AdamW(param_groups(model, weight_decay), lr=cfg.lr, betas=betas)
     probe_ids = list(probe_prompts)[: cfg.probe_prompts]
     history = [{"step": 0, **probe(model, probe_ids, tokenizer, valid_data, cfg)}]
@@ -361,7 +363,8 @@ def finetune_decoder(decoder_dir: str | Path, run, train_stories: Sequence[dict]
 def finetune_decoders(run_dir: str | Path, runs: dict, cfg: UnlikelihoodConfig, workers: int | str = 1,
                       probe_corpus: str = "tiny-valid") -> dict[str, UnlikelihoodResult | None]:
     """:func:`finetune_decoder` of each of notebook 02's decoders (``runs``: budget name -> its plan) under
-    ``run_dir``: prompts from the budget's own stories (``<run_dir>/data/<name>.jsonl``), probes from
+    ``run_dir``: prompts from the budget's own stories (``<run_dir>/data/<budget>.jsonl``; a seed replicate reads its
+budget's), probes from
     ``<run_dir>/data/<probe_corpus>.jsonl``. The phases run side by side in ``workers`` processes
     (:func:`helpers.core.parallel.run_jobs`; one when ``cfg.steps`` is 0), the largest budget (the longest job)
     first; the results come back in the order of ``runs``."""
@@ -369,11 +372,21 @@ def finetune_decoders(run_dir: str | Path, runs: dict, cfg: UnlikelihoodConfig, 
     data = run_dir / "data"
     probe_stories = read_corpus(data / f"{probe_corpus}.jsonl")
     jobs = {name: dict(decoder_dir=run_dir / "decoders" / name, run=runs[name],
-                       train_stories=read_corpus(data / f"{name}.jsonl"), probe_stories=probe_stories, cfg=cfg,
-                       progress=False)
+                       train_stories=read_corpus(data / f"{_budget(runs[name], name)}.jsonl"), probe_stories=probe_stories,
+                       cfg=_seeded(cfg, runs[name], name), progress=False)
             for name in sorted(runs, key=lambda n: len(runs[n].train_data), reverse=True)}
     done = run_jobs(finetune_decoder, jobs, workers if cfg.steps else 1, desc="repetition fine-tuning runs")
     return {name: done[name] for name in runs}
+
+
+def _budget(run, name: str) -> str:
+    return getattr(run, "budget", None) or name
+
+
+def _seeded(cfg: UnlikelihoodConfig, run, name: str) -> UnlikelihoodConfig:
+    """A seed replicate (``"<budget> (seed N)"``) draws its rollout prompts with ``cfg.seed + N``, so that the whole
+    pipeline, not only the initialisation, varies with the seed; the budget's own run keeps ``cfg.seed``."""
+    return cfg if _budget(run, name) == name else replace(cfg, seed=cfg.seed + int(run.cfg.seed))
 
 
 def used_valid_losses(results: dict[str, UnlikelihoodResult | None]) -> dict[str, float]:

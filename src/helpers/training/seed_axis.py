@@ -1,0 +1,51 @@
+"""Seeds as an axis of a comparison: one run per (arm, seed), named ``"<arm>"`` for the profile's training seed
+and ``"<arm> (seed N)"`` for every other (``helpers.evaluation.comparisons.arm_and_seed`` reads the names back), so
+that arms trained with the same seeds can be paired seed by seed."""
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+
+def expand_seeds(mixes: Sequence[dict], default_seed: int) -> list[dict]:
+    """Mixes with a ``seeds`` list become one mix per seed (the training seed is the first-class axis of a
+    comparison): ``"<name>"`` for ``default_seed`` (the profile's ``train.seed``) and ``"<name> (seed N)"`` for every
+    other seed, each with its ``seed`` set, the rest of the mix unchanged. Use the same seeds in every arm of a
+    comparison, so that arms can be paired seed by seed. A mix without ``seeds`` is kept as it is; two mixes that
+    end with one name are refused."""
+    out: list[dict] = []
+    for mix in mixes:
+        seeds = mix.get("seeds")
+        if seeds is None:
+            out.append(dict(mix))
+            continue
+        if "seed" in mix:
+            raise ValueError(f"mix {mix['name']!r}: give either seed or seeds, not both")
+        if not seeds or len(set(int(x) for x in seeds)) != len(seeds):
+            raise ValueError(f"mix {mix['name']!r}: seeds must be a non-empty list of distinct integers, got {seeds!r}")
+        base = {k: v for k, v in mix.items() if k != "seeds"}
+        for sd in seeds:
+            name = base["name"] if int(sd) == int(default_seed) else f"{base['name']} (seed {int(sd)})"
+            out.append({**base, "name": name, "seed": int(sd)})
+    names = [m["name"] for m in out]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise ValueError(f"mixes named twice after expanding seeds: {', '.join(dup)}")
+    return out
+
+
+def decoder_seeds(budgets: Sequence[str], seeds: Mapping[str, Sequence[int]] | None,
+                  default_seed: int) -> list[tuple[str, str, int]]:
+    """``(run name, budget, seed)`` per decoder run: each budget under ``default_seed`` (named as the budget), then
+    under each further seed of ``seeds[budget]`` (named ``"<budget> (seed N)"``, as :func:`expand_seeds` names
+    encoder mixes). A seed list that leaves out ``default_seed`` still trains the budget under it (the run every
+    later notebook reads by the budget's name); budgets in ``seeds`` that are not trained are refused."""
+    seeds = dict(seeds or {})
+    unknown = sorted(set(seeds) - set(budgets))
+    if unknown:
+        raise ValueError(f"seeds given for budgets that are not trained: {', '.join(unknown)} (budgets: {', '.join(budgets)})")
+    mixes = [{"name": b, "seeds": list(dict.fromkeys([int(default_seed), *map(int, seeds[b])]))}
+             if b in seeds else {"name": b, "seed": int(default_seed)} for b in budgets]
+    out = []
+    for base, mix in zip(budgets, [expand_seeds([m], default_seed) for m in mixes]):
+        out += [(m["name"], base, int(m["seed"])) for m in mix]
+    return out
