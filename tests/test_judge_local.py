@@ -279,14 +279,23 @@ def test_grade_interval_table():
     assert tpi == {"items": 2, "seconds": 4.0, "mean s/item": 2.0, "median s/item": 2.0}
 
 
-def test_judge_param_validation_and_backends(tiny_judge_dir):
+def test_judge_param_validation_and_backends(tiny_judge_dir, monkeypatch):
     assert config.check_value("judge", "local") == []
     assert "not allowed" in config.check_value("judge", "gpt4")[0]
     assert config.check_value("judge_validity_stories", 0)
     assert JR.judge_config(backend="none") is None
-    assert JR.judge_config(backend="openai-compatible") is None or True  # environment-dependent: no endpoint -> None
+    for var in ("STORYBENCH_JUDGE_BASE_URL", "OPENAI_BASE_URL", "STORYBENCH_JUDGE_MODEL"):
+        monkeypatch.delenv(var, raising=False)
+    assert JR.judge_config(backend="openai-compatible") is None  # no endpoint anywhere: no judge
+    monkeypatch.setenv("STORYBENCH_JUDGE_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("STORYBENCH_JUDGE_MODEL", "m")
+    assert JR.judge_config(backend="openai-compatible").model == "m"  # from the environment
     with pytest.raises(ValueError):
         JR.judge_config(backend="remote")
+    # judge: local with an endpoint named: refused, not silently ignored
+    with pytest.raises(ValueError, match="judge: openai-compatible"):
+        JR.judge_config("http://127.0.0.1:9/v1", None, backend="local")
+    assert isinstance(JR.judge_config(None, None, "OPENAI_API_KEY", backend="local", timeout=60.0), JL.LocalJudgeConfig)
     assert isinstance(JR.make_client(_cfg(tiny_judge_dir)), JL.LocalJudgeClient)
     assert "in-process" in J.judge_status(_cfg(tiny_judge_dir))
 

@@ -174,10 +174,7 @@ CELL_LINES = 20
 #: cells that break the rule above or write a file themselves, allowed until their notebook is thinned:
 #: (notebook, index in ``nb.cells``, markdown cells counted) -> what is wrong. Empty it, cell by cell: a listed cell
 #: that passes fails the test too, so the list never outlives its cells.
-THICK_CELLS = {
-    ("02_decoder_training", 3): "imports and set-up: over 20 lines",
-    ("05_evaluation", 2): "imports, set-up, the paper's reference tables and the scale printout: over 20 lines",
-}
+THICK_CELLS: dict[tuple[str, int], str] = {}
 #: calls that write a file: notebooks save through helpers.report.reporting (save_table, save_figure) or the
 #: atomic writers of helpers.core.artifacts (write_text, write_json, write_jsonl)
 _WRITER_METHODS = {"to_csv", "to_json", "to_parquet", "to_excel", "savefig", "write_text", "write_bytes"}

@@ -24,10 +24,10 @@ WRITING_FUNCTIONS = {("np", "save"), ("np", "savez"), ("np", "savez_compressed")
                      ("shutil", "move")}
 #: (module, enclosing function, what) -> why that direct write is safe; each is checked to still exist
 ALLOWED = {
-    # the lock must be created exclusively (O_CREAT | O_EXCL), which a rename onto the path cannot do; it holds a
-    # pid and a time, read only to name who holds it
-    ("core.locking", "ProfileLock.__enter__", "os.fdopen(w)"): "an exclusive lock file",
-    ("core.locking", "ProfileLock.__enter__", "json.dump"): "an exclusive lock file",
+    # the lock must be created exclusively, which a rename onto the path cannot do: its content goes to a private
+    # file first, hard-linked to the lock's name (or, without hard links, created with O_CREAT | O_EXCL)
+    ("core.locking", "ProfileLock._create", ".write_text"): "the lock's private content file, linked into place",
+    ("core.locking", "ProfileLock._create", "os.fdopen(w)"): "an exclusive lock file (no hard links)",
     # not a file: the kernel's switch that resets the RSS high-water mark (memory measurement)
     ("analysis.memory", "_reset_peak_rss", "open(w)"): "/proc/self/clear_refs, a kernel control",
     # the encoder's own save_pretrained: it writes into the folder its caller gave, and every caller passes the

@@ -23,33 +23,63 @@ class ProfileLock:
         self.held = False
 
     def __enter__(self) -> "ProfileLock":
-        for _ in range(3):
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        for _ in range(5):
+            if self._create():
+                self.held = True
+                return self
+            try:
+                text = self.path.read_text()
+                info = json.loads(text or "{}")
+            except FileNotFoundError:
+                continue  # released in between: try again
+            except json.JSONDecodeError:
+                info = {}
+            pid = info.get("pid")
+            if not isinstance(pid, int) and _young(self.path):  # being written by an older writer: not stale yet
+                time.sleep(0.2)
+                continue
+            if isinstance(pid, int) and _alive(pid):
+                raise ProfileBusy(
+                    f"profile {self.profile!r} is being run by pid {pid} (started {info.get('started', '?')}, "
+                    f"lock {shown_path(self.path)}); wait for it to finish or stop that process"
+                ) from None
+            print(f"run_all: taking over the stale lock {shown_path(self.path)} of pid {pid} (no longer running)", flush=True)
+            self.path.unlink(missing_ok=True)
+        raise ProfileBusy(f"cannot take the lock {shown_path(self.path)}")
+
+    def _create(self) -> bool:
+        """Create the lock with its content in one step: the pid is written to a private file first, which is then
+        hard-linked to the lock's name (fails if that exists), so no reader ever sees an empty lock."""
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"pid": os.getpid(), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}))
+        try:
+            os.link(tmp, self.path)
+            return True
+        except FileExistsError:
+            return False
+        except OSError:  # a file system without hard links: exclusive create, then the content (a reader waits)
             try:
                 fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
             except FileExistsError:
-                try:
-                    info = json.loads(self.path.read_text() or "{}")
-                except (FileNotFoundError, json.JSONDecodeError):
-                    info = {}
-                pid = info.get("pid")
-                if isinstance(pid, int) and _alive(pid):
-                    raise ProfileBusy(
-                        f"profile {self.profile!r} is being run by pid {pid} (started {info.get('started', '?')}, "
-                        f"lock {shown_path(self.path)}); wait for it to finish or stop that process"
-                    ) from None
-                print(f"run_all: taking over the stale lock {shown_path(self.path)} of pid {pid} (no longer running)", flush=True)
-                self.path.unlink(missing_ok=True)
-                continue
+                return False
             with os.fdopen(fd, "w") as f:
-                json.dump({"pid": os.getpid(), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, f)
-            self.held = True
-            return self
-        raise ProfileBusy(f"cannot take the lock {self.path}")
+                f.write(tmp.read_text())
+            return True
+        finally:
+            tmp.unlink(missing_ok=True)
 
     def __exit__(self, *exc) -> None:
         if self.held:
             self.path.unlink(missing_ok=True)
             self.held = False
+
+
+def _young(path, seconds: float = 5.0) -> bool:
+    try:
+        return time.time() - path.stat().st_mtime < seconds
+    except FileNotFoundError:
+        return False
 
 
 def _alive(pid: int) -> bool:

@@ -121,8 +121,8 @@ class JudgeConfig:
         or when ``enabled: false``.  A literal ``api_key`` entry is refused: keys live in the environment only.
         """
         p = dict(params or {})
-        if isinstance(p.get("judge"), Mapping) or "judge" in p:
-            p = dict(p.get("judge") or {})
+        if isinstance(p.get("judge"), Mapping):  # notebook params holding a judge block
+            p = dict(p["judge"])
         if "api_key" in p:
             raise ValueError(
                 "params must not contain the judge API key; set it in the environment variable named by "

@@ -125,8 +125,8 @@ def grade_completions(
 def judge_config(base_url: str | None = None, model: str | None = None, api_key_env: str | None = None,
                  cache_dir: str | Path | None = None, backend: str = "openai-compatible", **settings: Any):
     """The judge of notebook parameters.  ``backend`` (the ``judge`` parameter): ``"local"`` gives a
-    :class:`helpers.judge.local.LocalJudgeConfig` (the in-process SmolLM2 judge; the other arguments but
-    ``cache_dir`` are ignored), ``"none"`` gives ``None``, ``"openai-compatible"`` a
+    :class:`helpers.judge.local.LocalJudgeConfig` (the in-process SmolLM2 judge; an endpoint named by ``base_url``
+    or ``model`` is refused, the other settings are the endpoint's and unused), ``"none"`` gives ``None``, ``"openai-compatible"`` a
     :class:`helpers.judge.client.JudgeConfig` from flat notebook parameters (``judge_base_url``, ``judge_model``,
     ``judge_api_key_env`` and other settings), falling back to the environment, or ``None`` when no endpoint is
     configured (judge scores are then skipped, never invented)."""
@@ -135,12 +135,16 @@ def judge_config(base_url: str | None = None, model: str | None = None, api_key_
     if backend == "none":
         return None
     if backend == "local":
+        endpoint = [k for k, v in (("judge_base_url", base_url), ("judge_model", model)) if v is not None]
+        if endpoint:
+            raise ValueError(f"judge = 'local' runs the in-process SmolLM2 judge, but {' and '.join(endpoint)} name an "
+                             "endpoint: set judge: openai-compatible to grade with it, or set them to null")
         return LocalJudgeConfig(cache_dir=Path(cache_dir) if cache_dir else None)
 
     p = {"base_url": base_url, "model": model, **settings}
     if api_key_env:
         p["api_key_env"] = api_key_env
-    return JudgeConfig.from_params({"judge": p}, cache_dir=cache_dir)
+    return JudgeConfig.from_params(p, cache_dir=cache_dir)  # the judge block itself, not wrapped
 
 
 def judge_prompt_ids(kept: Mapping[str, Iterable[Any]], n: int, seed: int) -> list[Any]:

@@ -18,9 +18,10 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
+from helpers.core.config import repo_root
 from helpers.core.stats import independent_mean_interval
 from helpers.data.budgets import fmt_words
-from helpers.evaluation.finetune import protocol_note
+from helpers.evaluation.finetune import protocol_note, scaled_protocol_tasks
 from helpers.generation.completions import PLAIN_DIR
 from helpers.models import decoder, ltg_bert, registry
 from helpers.report.reporting import fmt_interval
@@ -334,3 +335,36 @@ def scale_vs_paper(ours: Mapping[str, Any]) -> pd.DataFrame:
         rows.append({"kind": kind, "ours (parameters)": mine, "paper model": label, "paper (parameters)": theirs,
                      "times smaller": theirs / mine})
     return pd.DataFrame(rows)
+
+
+REFERENCE_TABLES = ("table1_gpt_neo_decoders", "table2_strict_small_10m", "table3_strict_100m",
+                    "table4_blimp_phenomena_100m", "table5_ewok_domains_100m", "table6_supplement_100m",
+                    "table7_glue_100m", "babylm2024_baselines")
+
+
+def reference_tables(folder: str | Path | None = None) -> dict[str, pd.DataFrame]:
+    """The published tables notebook 05 prints beside ours (``params/paper_reference/<name>.csv``), by name."""
+    folder = Path(folder) if folder else repo_root() / "params" / "paper_reference"
+    return {name: pd.read_csv(folder / f"{name}.csv") for name in REFERENCE_TABLES}
+
+
+def setup_lines(p: Mapping[str, Any], n_threads: int, ft_cfg, scale: pd.DataFrame, paper_track: str) -> list[str]:
+    """Notebook 05's opening printout from its parameters ``p``: models, threads, pairs per paradigm and the PLL
+    reduction; the fine-tuning protocol and its scaled-protocol tasks; how much smaller our models are than the
+    paper's (:func:`scale_vs_paper` ``scale``); which published table the encoders are compared with."""
+    decoders, encoders, tasks = p["decoders"], p["encoders"], p["glue_tasks"]
+    scaled = scaled_protocol_tasks(tasks, ft_cfg)
+    out = [f"profile {p['profile']}: {len(decoders)} decoders, {len(encoders)} encoders, {n_threads} threads; "
+           f"zero-shot pairs per paradigm/task/domain: decoders {p['limit_per_task'] or 'all'}, encoders "
+           f"{p['encoder_limit_per_task'] or 'all'}; PLL reduction for encoders: {p['pll_reduction']}",
+           "fine-tuning: " + ("none (glue_encoders is empty)" if not p["glue_encoders"] else
+                              ft_cfg.scale_note() or "the paper's protocol"),
+           f"fine-tuning tasks without a training file (scaled protocol): {len(scaled)} of {len(tasks)}"
+           + (f" ({', '.join(scaled)})" if scaled else "")]
+    for r in scale.to_dict("records"):
+        out.append(f"scale: our {r['kind']}s have {r['ours (parameters)']:,} parameters "
+                   f"({decoders[0] if r['kind'] == 'decoder' else encoders[0]}), the paper's {r['paper model']} "
+                   f"{r['paper (parameters)']:,}: {r['times smaller']:.0f}x smaller")
+    out.append(f"encoders are compared with paper {p['paper_table']} ({paper_track} track); Tables 4-7 are the 100M "
+               "track's: " + ("comparable" if paper_track == "strict" else "printed for orientation only"))
+    return out
