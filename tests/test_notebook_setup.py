@@ -62,9 +62,13 @@ def test_setup_records_what_the_committed_cpu_manifest_records(nb, setup_calls):
 
 def test_no_notebook_retypes_its_parameters():
     for nb in NOTEBOOKS:
-        code = next("".join(c["source"]) for c in json.loads(N.notebook_path(nb).read_text())["cells"]
-                    if c["cell_type"] == "code" and "parameters" not in (c["metadata"].get("tags") or []))  # setup cell
-        assert f'notebook_setup("{nb.split("_")[0]}", globals())' in code, nb
+        cells = ["".join(c["source"]) for c in json.loads(N.notebook_path(nb).read_text())["cells"]
+                 if c["cell_type"] == "code" and "parameters" not in (c["metadata"].get("tags") or [])]
+        call = f'notebook_setup("{nb.split("_")[0]}", globals())'
+        at = next((i for i, c in enumerate(cells) if call in c), None)
+        assert at is not None, nb
+        code = cells[at]  # the setup cell; only imports may come before it
+        assert all(line.startswith(("import ", "from ")) for c in cells[:at] for line in c.splitlines() if line.strip()), nb
         assert "PARAMS = " not in code and "config.run_dir(" not in code and "set_threads(" not in code, nb
         assert "decoders missing" not in code, nb
 
