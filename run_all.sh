@@ -106,7 +106,21 @@ PY
   "$VENV/bin/pip" install -q "$spec"
 }
 
+# one set-up at a time: two runs started together would install into the same venv side by side (the profile's
+# own lock is taken by the runner, after this); flock where the system has it
 setup() {
+  if command -v flock >/dev/null 2>&1; then
+    exec 8>"$VENV.setup.lock"
+    flock 8
+    _setup "$@"
+    flock -u 8
+    exec 8>&-
+  else
+    _setup "$@"
+  fi
+}
+
+_setup() {
   if [ ! -x "$VENV/bin/python" ]; then
     echo "run_all: creating $VENV" >&2
     "$PY" -m venv "$VENV"

@@ -101,7 +101,7 @@ def test_set_overrides_a_nested_parameter_and_refuses_what_nothing_declares(repo
     params = dict((nb.name, p) for nb, p in runner.plan("smoke", nbs, over))
     assert params["02_decoder_training.ipynb"]["train"]["lr"] == 0.001
     assert params["02_decoder_training.ipynb"]["train"]["steps"] > 0  # the rest of the mapping kept
-    with pytest.raises(runner.RunnerError, match=r"train\.lrr is not a parameter of train"):
+    with pytest.raises(runner.RunnerError, match=r"with --set 02\.train\.lrr: train\.lrr is not a parameter of train"):
         runner.plan("smoke", nbs, runner.parse_overrides(["02.train.lrr=1"]))
     with pytest.raises(runner.RunnerError, match="notebook 05 is not part of this run"):
         runner.plan("smoke", nbs, runner.parse_overrides(["05.seed=1"]))

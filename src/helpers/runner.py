@@ -130,8 +130,11 @@ def plan(profile: str, nbs: list[Path], overrides: dict[str, dict[str, Any]] | N
                 errors.append(str(e))
                 continue
         declared = declared_parameters(nb)
+        source = str(pf.relative_to(repo_root()))
+        if mine:  # a problem may come from the command line, not the file: name both
+            source += " with --set " + ", ".join(f"{nb_id(nb).split('_')[0]}.{k}" for k in mine)
         try:
-            check_params(params, declared_defaults(declared), source=str(pf.relative_to(repo_root())), notebook=nb_id(nb))
+            check_params(params, declared_defaults(declared), source=source, notebook=nb_id(nb))
         except ParamsError as e:
             errors += str(e).splitlines()
         unknown = sorted(set(params) - set(declared))
