@@ -12,7 +12,10 @@ from pathlib import Path
 import pytest
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "scale_01.py"
-SMALL, LARGE = 2_000_000, 10_000_000  # TinyStories words: ~11 MB and ~55 MB train files
+# TinyStories words: ~22 MB and ~88 MB train files, both larger than the 16 MiB chunks the story index reads, so a
+# bounded read buffer counts at both sizes and cancels (at 2M words, ~11 MB, the small run read its file in one
+# chunk and the large one's buffers alone came to ~0.75 byte per byte added)
+SMALL, LARGE = 4_000_000, 16_000_000
 
 
 def run_scale(words: int, folder: Path) -> dict:
@@ -36,7 +39,7 @@ def test_notebook01_memory_is_sublinear_in_the_corpus(tmp_path):
     steps = {r["cell"]: (r["peak_rss_mib"], s["peak_rss_mib"]) for r, s in zip(large["steps"], small["steps"])}
     detail = (f"peak RSS {small['peak_rss_mib']} MiB at {SMALL:,} words, {large['peak_rss_mib']} MiB at {LARGE:,} "
               f"(+{grown / 2**20:.0f} MiB for +{added / 2**20:.0f} MiB of stories); per cell (large, small): {steps}")
-    assert large["words"] >= 5 * small["words"], detail
+    assert large["words"] >= 4 * small["words"], detail
     assert grown < 0.75 * added, "memory grows with the corpus: " + detail
     assert large["peak_rss_mib"] < 1536, "over the 1.5 GiB cap: " + detail
     assert large["run_disk_bytes"] < 0.5 * large["train_file_bytes"], detail  # fixed budgets: no copy of the corpus
