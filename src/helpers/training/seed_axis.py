@@ -43,9 +43,6 @@ def decoder_seeds(budgets: Sequence[str], seeds: Mapping[str, Sequence[int]] | N
     unknown = sorted(set(seeds) - set(budgets))
     if unknown:
         raise ValueError(f"seeds given for budgets that are not trained: {', '.join(unknown)} (budgets: {', '.join(budgets)})")
-    mixes = [{"name": b, "seeds": list(dict.fromkeys([int(default_seed), *map(int, seeds[b])]))}
-             if b in seeds else {"name": b, "seed": int(default_seed)} for b in budgets]
-    out = []
-    for base, mix in zip(budgets, [expand_seeds([m], default_seed) for m in mixes]):
-        out += [(m["name"], base, int(m["seed"])) for m in mix]
-    return out
+    runs = [{"name": b, "budget": b, "seeds": list(dict.fromkeys([int(default_seed), *map(int, seeds.get(b, ()))]))}
+            for b in budgets]
+    return [(r["name"], r["budget"], r["seed"]) for r in expand_seeds(runs, default_seed)]
