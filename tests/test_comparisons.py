@@ -195,3 +195,37 @@ def test_a_comparison_without_seed_spread_is_not_called_precise():
     v = C.verdict(row)
     assert v.startswith("not measurable over seeds: the same scores in every seed") and "±0.0" not in v
     assert "the same difference (+1.5 points)" in C.verdict(dict(row, effect=1.5, **{"seed CI low": 1.5, "seed CI high": 1.5}))
+
+
+def _noisy_rows(arm, seed_shift, n_items=2000, seed=0):
+    """0/1 scores drawn item by item (item-by-seed noise) around per-item rates shared by every seed and arm, each
+    seed shifted by ``seed_shift[s]``."""
+    rng = np.random.default_rng(seed)
+    rates = np.random.default_rng(99).uniform(0.2, 0.9, n_items)
+    frames = []
+    for s, shift in seed_shift.items():
+        v = (rng.random(n_items) < np.clip(rates + shift, 0, 1)).astype(float)
+        model = arm if s == 42 else f"{arm} (seed {s})"
+        frames.append(pd.DataFrame({"model": model, "arm": arm, "seed": s, "task": "BLiMP",
+                                    "item": [f"p/{i}" for i in range(n_items)], "value": v}))
+    return pd.concat(frames, ignore_index=True)
+
+
+def test_item_budget_says_enough_when_seed_noise_dominates_and_asks_for_more_when_it_does_not():
+    q = [{"question": "q", "a": "A", "b": "B", "task": "BLiMP"}]
+    seeds = [42, 1, 2, 3, 4, 5, 6, 7]
+    # seed effects of ±10 points on the difference: item noise at 2,000 pairs (SD ~0.7/sqrt(2000)*100 ~ 1.6) is small
+    big = np.random.default_rng(5).normal(0, 0.10, len(seeds))
+    rows = pd.concat([_noisy_rows("A", dict(zip(seeds, big)), seed=1), _noisy_rows("B", dict.fromkeys(seeds, 0.0), seed=2)])
+    r = C.item_budget(rows, q).iloc[0]
+    assert r["design"] == "paired over 8 seeds" and r["pairs"] == 2000
+    assert r["seed SD without item noise"] == pytest.approx(100 * big.std(ddof=1), rel=0.2)
+    assert r["pairs for ±10 %"] < 2000 and r["reading"].startswith("enough")
+    # no seed effect at all: every seed's difference is item noise, so more pairs always narrow the interval
+    rows = pd.concat([_noisy_rows("A", dict.fromkeys(seeds, 0.05), seed=3), _noisy_rows("B", dict.fromkeys(seeds, 0.0), seed=4)])
+    r = C.item_budget(rows, q).iloc[0]
+    assert r["seed SD without item noise"] < 1.0 and r["item share of the variance (%)"] > 50
+    assert r["pairs for ±10 %"] > 2000 and not r["reading"].startswith("enough")
+    # one seed per arm: nothing to split
+    one = pd.concat([_noisy_rows("A", {42: 0.0}, seed=5), _noisy_rows("B", {42: 0.0}, seed=6)])
+    assert C.item_budget(one, q).iloc[0]["reading"].startswith("untestable here")

@@ -342,3 +342,20 @@ def test_intervals_apart():
 
     assert intervals_apart((1.0, 2.0), (2.5, 3.0)) and intervals_apart((2.5, 3.0), (1.0, 2.0))
     assert not intervals_apart((1.0, 2.5), (2.5, 3.0)) and not intervals_apart((1.0, 4.0), (2.0, 3.0))
+
+
+def test_seed_item_components_recover_known_seed_and_item_noise():
+    """Simulated seeds × items scores with seed SD 2 and item-by-seed SD 40 (plus shared item effects, which cancel):
+    the moment estimates come back within a few percent, and the pairs needed follow from them."""
+    seed_item_components, items_for_tolerance = stats.seed_item_components, stats.items_for_tolerance
+    rng = np.random.default_rng(0)
+    seeds, items = 400, 800
+    x = 50 + rng.normal(0, 30, items)[None, :] + rng.normal(0, 2, seeds)[:, None] + rng.normal(0, 40, (seeds, items))
+    seed_var, item_var, s, n = seed_item_components(x)
+    assert (s, n) == (seeds, items)
+    assert seed_var == pytest.approx(4.0, rel=0.2) and item_var == pytest.approx(1600.0, rel=0.03)
+    assert items_for_tolerance(4.0, 1600.0, 0.1) == 1905  # 1600 / (4 * 0.21), rounded up
+    assert items_for_tolerance(0.0, 1600.0) == float("inf") and items_for_tolerance(4.0, 0.0) == 1.0
+    assert np.isnan(seed_item_components(x[:1])[0])  # one seed: nothing to split
+    with pytest.raises(ValueError):
+        seed_item_components(x[0])

@@ -196,3 +196,36 @@ def binomial_p_above(k: float, n: int, chance: float = 0.5) -> float:
     if n <= 0:
         return float("nan")
     return float(binomtest(int(math.floor(k)), int(n), chance, alternative="greater").pvalue)
+
+
+def seed_item_components(scores) -> tuple[float, float, int, int]:
+    """Split the seed-to-seed spread of a mean over items into seed noise and item noise. ``scores`` is a
+    seeds × items matrix (one row per training seed, the same items in every row; for a paired comparison the
+    per-item differences A − B of each seed). Under ``x[s, i] = mu + a_i + b_s + e_si`` (item effects ``a_i`` shared
+    by every seed, a seed effect ``b_s`` of variance ``seed_var``, and an item-by-seed residual ``e_si`` of variance
+    ``item_var``) the per-item variance over seeds averages ``seed_var + item_var`` and the variance of the seed means
+    is ``seed_var + item_var / n``: two moment equations, solved for both (``seed_var`` clipped at 0). Returns
+    ``(seed_var, item_var, seeds, items)``; NaNs with fewer than two seeds or items."""
+    x = np.asarray(scores, dtype=float)
+    if x.ndim != 2:
+        raise ValueError(f"need a seeds × items matrix, got shape {x.shape}")
+    s, n = x.shape
+    if s < 2 or n < 2:
+        return float("nan"), float("nan"), s, n
+    per_item = float(x.var(axis=0, ddof=1).mean())  # E = seed_var + item_var
+    of_means = float(x.mean(axis=1).var(ddof=1))  # E = seed_var + item_var / n
+    item_var = max(0.0, (per_item - of_means) * n / (n - 1))
+    return max(0.0, of_means - item_var / n), item_var, s, n
+
+
+def items_for_tolerance(seed_var: float, item_var: float, tolerance: float = 0.1) -> float:
+    """How many items make the item noise add at most ``tolerance`` (0.1: 10 %) to the seed-level SD:
+    ``sqrt(seed_var + item_var / n) <= (1 + tolerance) * sqrt(seed_var)``. Infinite when no seed noise was measured
+    (every further item narrows the interval), NaN when the components are unknown."""
+    if not (np.isfinite(seed_var) and np.isfinite(item_var)):
+        return float("nan")
+    if item_var == 0:
+        return 1.0
+    if seed_var <= 0:
+        return float("inf")
+    return float(math.ceil(item_var / (seed_var * ((1 + tolerance) ** 2 - 1))))

@@ -30,8 +30,8 @@ import pandas as pd
 from scipy.stats import t as student_t
 
 from helpers.core.config import load_params
-from helpers.core.stats import (binomial_p_above, holm, mcnemar_exact, minimum_detectable_effect,
-                                paired_bootstrap_difference, t_interval, wilson_interval)
+from helpers.core.stats import (binomial_p_above, holm, items_for_tolerance, mcnemar_exact, minimum_detectable_effect,
+                                paired_bootstrap_difference, seed_item_components, t_interval, wilson_interval)
 from helpers.evaluation.minimal_pairs import task_display
 
 TIDY_COLUMNS = ["model", "arm", "seed", "task", "item", "value"]
@@ -40,6 +40,11 @@ QUESTIONS_CAPTION = ("Each question: arm A minus arm B in points (accuracy × 10
                      "Welch otherwise); MDE: the smallest difference a two-sided 5 % test detects with 80 % power at "
                      "this seed SD and n; item CI: paired bootstrap 95 % over items (seed noise not included). "
                      "Chance: none applies to a difference (0 = no difference); the verdict reads the seed CI only.")
+ITEM_BUDGET_CAPTION = ("How many scored pairs each question needs. The seed-to-seed spread of the effect is split into seed noise "
+                       "and item noise (per-item variance over seeds vs variance of the seed means; paired questions use "
+                       "the per-item differences A − B). Pairs for ±10 %: the number of pairs at which item noise adds "
+                       "at most 10 % to the seed-level SD. Estimated from few seeds, so read the order of magnitude. "
+                       "Chance: none applies (a count of pairs).")
 SEED_SUFFIX = re.compile(r"^(?P<arm>.+?) \(seed (?P<seed>\d+)\)$")
 
 
@@ -161,6 +166,45 @@ def compare_arms(rows: pd.DataFrame, arm_a: str, arm_b: str, task: str, *, scale
                 "design": design})
     out["verdict"] = verdict(out)
     return out
+
+
+def item_budget(rows: pd.DataFrame, questions: Sequence[Mapping[str, Any]], tolerance: float = 0.1,
+                scale: float = 100.0) -> pd.DataFrame:
+    """Per question, whether more (or fewer) scored pairs would change its seed-level interval: the seed and item
+    components of the effect's seed-to-seed variance (:func:`helpers.core.stats.seed_item_components`, on the
+    per-item differences of the shared seeds when the arms share at least two, else per arm and averaged, as
+    :func:`compare_arms` pools the Welch SD) and the pairs at which item noise adds at most ``tolerance`` to the SD."""
+    out = []
+    for q in questions:
+        part = rows[rows["kind"] == q["kind"]] if "kind" in q and "kind" in rows.columns else rows
+        part = part[(part["task"] == q["task"]) & part["arm"].isin([q["a"], q["b"]])]
+        row: dict[str, Any] = {"question": q["question"], "task": q["task"], "A": q["a"], "B": q["b"]}
+        wide = part.pivot_table(index="item", columns=["arm", "seed"], values="value", aggfunc="mean").dropna() * scale
+        seeds = {arm: sorted(int(s) for a, s in wide.columns if a == arm) for arm in (q["a"], q["b"])}
+        paired = sorted(set(seeds[q["a"]]) & set(seeds[q["b"]]))
+        if len(paired) >= 2:
+            design = f"paired over {len(paired)} seeds"
+            comps = [seed_item_components(np.array([wide[(q["a"], s)] - wide[(q["b"], s)] for s in paired]))]
+        else:
+            design = f"{len(seeds[q['a']])} vs {len(seeds[q['b']])} seeds, per arm"
+            comps = [seed_item_components(np.array([wide[(arm, s)] for s in seeds[arm]])) for arm in (q["a"], q["b"])]
+        seed_var = float(np.mean([c[0] for c in comps]))
+        item_var = float(np.mean([c[1] for c in comps]))
+        n, need = len(wide), items_for_tolerance(seed_var, item_var, tolerance)
+        now = seed_var + item_var / n if n else float("nan")
+        if not np.isfinite(need):
+            reading = ("untestable here: fewer than two seeds in an arm" if np.isnan(need) else
+                       "no seed noise beyond the item noise was measured: more pairs would narrow the interval")
+        elif need <= n:
+            reading = f"enough: {need:,.0f} of the {n:,} pairs would do"
+        else:
+            reading = f"more pairs would narrow the interval: {need:,.0f} needed, {n:,} scored"
+        row.update({"design": design, "pairs": n, "seed SD without item noise": math.sqrt(seed_var) if np.isfinite(seed_var) else np.nan,
+                    "item SD per pair": math.sqrt(item_var) if np.isfinite(item_var) else np.nan,
+                    "item share of the variance (%)": 100 * (item_var / n) / now if n and now > 0 else np.nan,
+                    f"pairs for ±{100 * tolerance:.0f} %": need, "reading": reading})
+        out.append(row)
+    return pd.DataFrame(out)
 
 
 def verdict(row: Mapping[str, Any]) -> str:
