@@ -229,3 +229,6 @@ def test_item_budget_says_enough_when_seed_noise_dominates_and_asks_for_more_whe
     # one seed per arm: nothing to split
     one = pd.concat([_noisy_rows("A", {42: 0.0}, seed=5), _noisy_rows("B", {42: 0.0}, seed=6)])
     assert C.item_budget(one, q).iloc[0]["reading"].startswith("untestable here")
+    # the same model in both arms: no spread anywhere, not "enough pairs"
+    same = _noisy_rows("A", dict.fromkeys(seeds, 0.0), seed=7)
+    assert C.item_budget(pd.concat([same, same.assign(arm="B")]), q).iloc[0]["reading"].startswith("not measurable")

@@ -192,7 +192,9 @@ def item_budget(rows: pd.DataFrame, questions: Sequence[Mapping[str, Any]], tole
         item_var = float(np.mean([c[1] for c in comps]))
         n, need = len(wide), items_for_tolerance(seed_var, item_var, tolerance)
         now = seed_var + item_var / n if n else float("nan")
-        if not np.isfinite(need):
+        if seed_var == 0 and item_var == 0:
+            reading = "not measurable: no spread over seeds or items (are the arms the same models?)"
+        elif not np.isfinite(need):
             reading = ("untestable here: fewer than two seeds in an arm" if np.isnan(need) else
                        "no seed noise beyond the item noise was measured: more pairs would narrow the interval")
         elif need <= n:
