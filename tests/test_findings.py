@@ -541,3 +541,21 @@ def test_head_and_paper_observation_lines():
                            "function words nearer": False, "names/nouns farther": True}])
     assert interpret_findings.paper_pattern(check)[0].endswith("→ the paper's pattern holds in part")
     assert interpret_findings.paper_pattern(check.iloc[:0])[0].startswith("no model has both groups")
+
+
+def test_encoder_training_answers_the_gen_effect_over_paired_seeds():
+    """Several seeds in both arms: the generated-data effect gets a t-interval over the seeds' differences (one line
+    per arm, not one per seed), and the last sentence of encoders() counts seeds instead of 'single runs'."""
+    seeds = [42, 7, 1, 2]
+    name = lambda arm, k: arm if k == 42 else f"{arm} (seed {k})"
+    base_s, base_b = [0.30, 0.29, 0.31, 0.30], [0.20, 0.21, 0.20, 0.19]
+    rows = [{"mix": name("b+t", k), "MLM acc (stories)": a, "MLM acc (BabyLM)": b} for k, a, b in zip(seeds, base_s, base_b)]
+    # +0.02 on stories in every seed (an effect); BabyLM differences change sign (none)
+    rows += [{"mix": name("b+t+gen-n1", k), "MLM acc (stories)": a + 0.02 + d, "MLM acc (BabyLM)": b + e}
+             for k, a, b, d, e in zip(seeds, base_s, base_b, [0.001, -0.001, 0.002, 0.0], [0.01, -0.01, 0.005, -0.006])]
+    t = pd.DataFrame(rows).assign(steps=600, **{"best step": 600})
+    s = findings.encoder_training(t)
+    assert len(s) == 2 and s[1].startswith("adding gen-n1 to b+t, paired over 4 seeds: MLM accuracy +0.021 on stories")
+    assert s[1].endswith("an effect on stories")
+    last = findings.encoders(t)[-1]
+    assert last.startswith("8 encoders from 2 mixes (b+t: 4 seeds, b+t+gen-n1: 4 seeds")

@@ -1,6 +1,7 @@
 """Notebook 02b's "What this run shows": sentences computed from its sweep, scaling, contrastive, compressor and
-memory tables (the conventions of :mod:`helpers.report.findings`: nothing typed by hand; two results differ only where
-their 95 % intervals do not overlap, and single runs without an interval are compared against a stated noise level).
+memory tables (the conventions of :mod:`helpers.report.findings`: nothing typed by hand; two results are called apart
+only where their 95 % intervals do not overlap, which says which items were drawn, not which seed trained the model;
+single runs without an interval are compared against a stated noise level).
 """
 from __future__ import annotations
 

@@ -2,8 +2,9 @@
 above chance, the questions table's verdicts (a difference is real only over seeds), how ours compare with the paper's
 rows.
 
-Every sentence is computed from the tables it names; nothing is typed by hand. A difference is called "apart" only
-when the two 95 % intervals do not overlap, which is conservative (two overlapping intervals can still differ)."""
+Every sentence is computed from the tables it names; nothing is typed by hand. Two results are called "apart" only
+when their 95 % intervals do not overlap (a statement about the items drawn); a difference is called real only by
+the questions table, over training seeds."""
 from __future__ import annotations
 
 from typing import Mapping, Sequence

@@ -14,7 +14,7 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
-from helpers.core.stats import intervals_apart
+from helpers.core.stats import intervals_apart, t_interval
 from helpers.diversity.self_bleu import k_choice_label
 from helpers.evaluation.comparisons import arm_and_seed
 from helpers.evaluation.zero_shot import chance_verdict  # the one rule for "above chance" (also interval_table's)
@@ -272,7 +272,15 @@ def encoders(table: pd.DataFrame, valid_blocks: int | None = None) -> list[str]:
     blocks = f"{valid_blocks} validation blocks" if valid_blocks else "the validation blocks"
     cover = ("; their intervals cover the choice of blocks, not the run-to-run spread of training"
              if "MLM acc (stories) CI low" in table.columns else ", without an interval")
-    out.append(f"single runs with one seed: MLM accuracies are measured on {blocks} per domain{cover}; BLiMP with "
+    seeds: dict[str, int] = {}
+    for mix in table.mix:
+        arm = arm_and_seed(mix, 0)[0]
+        seeds[arm] = seeds.get(arm, 0) + 1
+    runs = ("single runs with one seed" if max(seeds.values()) == 1 else
+            f"{len(table)} encoders from {len(seeds)} mixes (" + ", ".join(f"{a}: {n} seed{'s' if n > 1 else ''}"
+                                                                          for a, n in seeds.items())
+            + "; the spread over a mix's seeds is the run-to-run noise)")
+    out.append(f"{runs}: MLM accuracies are measured on {blocks} per domain{cover}; BLiMP with "
                "intervals follows in notebook 05")
     return out
 
@@ -280,8 +288,9 @@ def encoders(table: pd.DataFrame, valid_blocks: int | None = None) -> list[str]:
 def encoder_training(table: pd.DataFrame) -> list[str]:
     """Notebook 04, from its table (columns mix, steps, "best step", "MLM acc (stories)", "MLM acc (BabyLM)"):
     whether each encoder's best checkpoint is its last step (the validation loss was still falling: under-trained),
-    and, for each mix that adds generated data (``<base>+gen-…``), its change in MLM accuracy against ``<base>``
-    next to the seed gap (``<base> (seed N)`` against ``<base>``), the run-to-run noise of one mix."""
+    and, for each mix that adds generated data (``<base>+gen-…``), its change in MLM accuracy against ``<base>``: over
+    the seeds both arms share (``<mix> (seed N)``), a t-interval of the paired differences; with one shared seed, next
+    to the seed gap of ``<base>`` (one rerun: a rough noise level)."""
     out = []
     at_end = table[table["best step"] >= table["steps"]]
     if len(at_end) == len(table):
@@ -295,27 +304,40 @@ def encoder_training(table: pd.DataFrame) -> list[str]:
                    "earlier for " + ", ".join(f"{r.mix} (step {int(r['best step'])} of {int(r.steps)})"
                                              for _, r in early.iterrows()))
     acc = table.set_index("mix")[["MLM acc (stories)", "MLM acc (BabyLM)"]]
-    twins = {}
+    arms: dict[str, dict[int, pd.Series]] = {}  # arm -> {seed: accuracies}; 0 = the name without "(seed N)"
     for mix in acc.index:
-        m = re.fullmatch(r"(.+) \(seed (\d+)\)", mix)
-        if m and m.group(1) in acc.index:
-            twins[m.group(1)] = mix
-    for mix in acc.index:
-        if "+gen-" not in mix:
+        arm, seed = arm_and_seed(mix, 0)
+        arms.setdefault(arm, {})[seed] = acc.loc[mix]
+    for arm, runs in arms.items():
+        base = arm.split("+gen-")[0]
+        if "+gen-" not in arm or base not in arms:
             continue
-        base = mix.split("+gen-")[0]
-        if base not in acc.index:
+        shared = sorted(set(runs) & set(arms[base]))
+        if len(shared) >= 2:  # paired seed by seed: a t-interval over the seeds' differences, per domain
+            diffs = pd.DataFrame([runs[k] - arms[base][k] for k in shared])
+            parts, real = [], []
+            for col, domain in zip(diffs.columns, ("stories", "BabyLM")):
+                mean, lo, hi, _, _ = t_interval(diffs[col])
+                parts.append(f"{mean:+.3f} on {domain} {fmt_interval(lo, hi, 3)}")
+                if lo > 0 or hi < 0:
+                    real.append(domain)
+            out.append(f"adding {arm[len(base) + 1:]} to {base}, paired over {len(shared)} seeds: MLM accuracy "
+                       + ", ".join(parts) + " (95 % t-intervals over seeds): "
+                       + (f"an effect on {' and '.join(real)}" if real else "no effect beyond seed noise in either domain"))
             continue
-        effect = acc.loc[mix] - acc.loc[base]
-        line = (f"adding {mix[len(base) + 1:]} to {base}: MLM accuracy {effect.iloc[0]:+.3f} on stories, "
+        if 0 not in runs or 0 not in arms[base]:
+            continue
+        effect = runs[0] - arms[base][0]
+        line = (f"adding {arm[len(base) + 1:]} to {base}: MLM accuracy {effect.iloc[0]:+.3f} on stories, "
                 f"{effect.iloc[1]:+.3f} on BabyLM")
-        if base in twins:
-            gap = acc.loc[twins[base]] - acc.loc[base]
+        twin = next((k for k in arms[base] if k != 0), None)
+        if twin is not None:
+            gap = arms[base][twin] - arms[base][0]
             within = [abs(e) <= abs(g) for e, g in zip(effect, gap)]
             verdict = ("within the seed gap in both domains: not distinguishable from run-to-run noise" if all(within)
                        else "larger than the seed gap in both domains" if not any(within)
                        else "within the seed gap in one domain, larger in the other")
-            line += (f"; the seed gap ({twins[base]} vs {base}, one rerun: a rough noise level) is "
+            line += (f"; the seed gap ({base} (seed {twin}) vs {base}, one rerun: a rough noise level) is "
                      f"{gap.iloc[0]:+.3f} and {gap.iloc[1]:+.3f}: "
                      f"{verdict}")
         else:

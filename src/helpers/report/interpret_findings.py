@@ -1,6 +1,7 @@
 """Notebook 06's sentences: what its head and neuron tables show (the conventions of
-:mod:`helpers.report.findings`: computed from the tables, nothing typed by hand; two shares differ only where their
-95 % intervals do not overlap).
+:mod:`helpers.report.findings`: computed from the tables, nothing typed by hand; two shares are called apart only
+where their 95 % intervals do not overlap, and that says which heads or neurons were measured, not which training
+seed made the model).
 """
 from __future__ import annotations
 
@@ -140,7 +141,8 @@ def specialist_comparison(summary: pd.DataFrame, small: str, large: str,
                           lists: Sequence[str] = ("all", "distinct")) -> list[str]:
     """Does the larger model have more specialist neurons per neuron than the smaller, per top-token list? Reads the
     shares and their intervals from :func:`helpers.analysis.interpret_tables.specialist_totals` ("share of
-    neurons", "share CI low"/"share CI high"); "more"/"fewer" only where the two intervals do not overlap."""
+    neurons", "share CI low"/"share CI high"); "more"/"fewer" only where the two intervals do not overlap, and then
+    said to hold on these neurons (one model per size: the intervals do not cover the training seed)."""
     out = []
     for mode in lists:
         t = summary[summary["top tokens"] == mode].set_index("model")
@@ -150,7 +152,8 @@ def specialist_comparison(summary: pd.DataFrame, small: str, large: str,
         share = {m: t.at[m, "share of neurons"] for m in (small, large)}
         if intervals_apart(ci[small], ci[large]):
             word = "more" if share[large] > share[small] else "fewer"
-            head = f"the larger model ({large}) has {word} specialists per neuron than the smaller ({small})"
+            head = (f"the larger model ({large}) has {word} specialists per neuron than the smaller ({small}) on these "
+                    "neurons (an interval over neurons says which neurons, not which training seed: one seed each)")
         else:
             head = (f"the larger model ({large}) and the smaller ({small}) have as many specialists per neuron within "
                     "their intervals")
