@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from helpers.report import reporting
+from helpers.report.evaluation_views import arm_colours
 
 
 def _flat(text: str) -> str:
@@ -216,6 +217,13 @@ def test_loss_curves_show_both_y_axes_and_mark_best_checkpoints():
     assert [(float(s.get_xdata()[0]), float(s.get_ydata()[0])) for s in stars] == [(20.0, 4.0), (30.0, 4.2)]
     assert stars[0].get_markerfacecolor() != "none" and stars[1].get_markerfacecolor() == "none"  # b: best is last
     assert not [ln for ln in left.lines if ln.get_marker() == "*"]
+    plt.close(fig)
+    # seeds of one arm: one colour, one legend entry for the arm
+    results["a (seed 7)"] = run([5.1, 4.1, 4.4], 20)
+    colours, labels = arm_colours(results)
+    fig = reporting.plot_loss_curves(results, colours, ("train", "valid"), "loss", labels=labels)
+    texts = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert texts[:2] == ["a (2 seeds)", "b"] and not any("seed 7" in t for t in texts)
     plt.close(fig)
 
 
@@ -509,3 +517,11 @@ def test_saved_figures_embed_no_type3_fonts_and_pngs_are_300_dpi(tmp_path, monke
     with Image.open(png) as im:
         assert im.info["dpi"] == pytest.approx((300, 300), abs=0.1)
         assert im.size[0] >= 3 * 300 * 0.8  # the pixels are there too, not just the header
+
+
+def test_arm_colours_give_seeds_their_arm_colour_and_one_legend_entry():
+    names = ["a", "a (seed 7)", "a (seed 1)", "b", "c (seed 3)"]
+    colours, labels = arm_colours(names)
+    assert colours["a"] == colours["a (seed 7)"] == colours["a (seed 1)"] != colours["b"]
+    assert labels == {"a": "a (3 seeds)", "a (seed 7)": "_nolegend_", "a (seed 1)": "_nolegend_", "b": "b",
+                      "c (seed 3)": "c"}

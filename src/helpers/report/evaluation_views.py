@@ -1,13 +1,15 @@
 """Views of notebook 05's evaluation tables that are not the paper's: accuracy by how familiar a minimal pair's
 words are (:func:`helpers.evaluation.word_familiarity.familiarity_table`) and the questions table as a forest plot
-(:func:`plot_questions`). Each function takes the table its notebook
+(:func:`plot_questions`), and colours per arm for any figure with one line per seed (:func:`arm_colours`). Each function takes the table its notebook
 cell built and returns a matplotlib figure (saved by :func:`helpers.report.reporting.save_figure`)."""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+import seaborn as sns
 
+from helpers.evaluation.comparisons import arm_and_seed
 from helpers.report.figure_layout import FIGURE_WIDTH, font_pt, legend_columns, legend_inches, wrap
 
 
@@ -64,3 +66,20 @@ def plot_questions(questions: pd.DataFrame, title: str = ""):
     if title:
         ax.set_title(wrap(title, FIGURE_WIDTH - 1, font_pt(key="axes.titlesize")))
     return fig
+
+
+def arm_colours(names, palette: str = "tab10") -> tuple[dict[str, tuple], dict[str, str]]:
+    """One colour per arm (a recipe; its seeds ``"<arm> (seed N)"`` share it) and one legend label per arm:
+    ``({name: colour}, {name: label})``, the label ``"<arm> (N seeds)"`` on the arm's first run and ``"_nolegend_"``
+    on the others, so a figure with one line per seed keeps a legend of arms."""
+    names = list(names)
+    arm_of = {n: arm_and_seed(n, 0)[0] for n in names}
+    arms = list(dict.fromkeys(arm_of.values()))
+    colour = dict(zip(arms, sns.color_palette(palette, len(arms))))
+    count = {a: sum(1 for n in names if arm_of[n] == a) for a in arms}
+    labels, seen = {}, set()
+    for n in names:
+        a = arm_of[n]
+        labels[n] = "_nolegend_" if a in seen else (f"{a} ({count[a]} seeds)" if count[a] > 1 else a)
+        seen.add(a)
+    return {n: colour[arm_of[n]] for n in names}, labels

@@ -178,14 +178,16 @@ def millions_axis(axis, unit: str = "M") -> None:
 
 
 def plot_loss_curves(results: dict, colours: dict, titles: tuple[str, str], ylabel: str, legend_title: str | None = None,
-                     figsize: tuple[float, float] | None = None):
+                     figsize: tuple[float, float] | None = None, labels: Mapping[str, str] | None = None):
     """Training (left) and validation (right) loss against the optimizer step, one line per run, from
     ``{name: TrainResult}`` (its ``history`` rows ``step``/``split``/``loss`` and its ``best_step``). The panels share
     the y axis and both show its tick labels; each run's best checkpoint (the lowest validation loss, the one that
     is kept) is marked with a star on its validation curve, a hollow star when it is the last evaluation (the loss
     was still falling). The figure is :data:`~helpers.report.figure_layout.FIGURE_WIDTH` wide (``figsize``
-    overrides), titles wrapped to their panel, the legend below the panels."""
-    entries = [*results, "best checkpoint (kept)", "best = last evaluation (still falling)"]
+    overrides), titles wrapped to their panel, the legend below the panels. ``labels``: a legend label per run
+    (``"_nolegend_"`` leaves a run out, e.g. the further seeds of an arm: :func:`~helpers.report.evaluation_views.arm_colours`)."""
+    labels = {n: (labels or {}).get(n, n) for n in results}
+    entries = [*(x for x in labels.values() if x != "_nolegend_"), "best checkpoint (kept)", "best = last evaluation (still falling)"]
     ncol = legend_columns(entries, (figsize or (FIGURE_WIDTH,))[0])
     figsize = figsize or (FIGURE_WIDTH, 3.4 + legend_inches(entries, ncol, title=bool(legend_title)))
     fig, axes = plt.subplots(1, 2, figsize=figsize, sharey=True, layout="constrained")
@@ -193,7 +195,7 @@ def plot_loss_curves(results: dict, colours: dict, titles: tuple[str, str], ylab
         h = pd.DataFrame(res.history)
         for ax, split in zip(axes, ["train", "valid"]):
             part = h[h.split == split]
-            ax.plot(part.step, part.loss, label=name, color=colours[name])
+            ax.plot(part.step, part.loss, label=labels[name], color=colours[name])
         valid = h[h.split == "valid"]
         best = valid[valid.step == res.best_step]
         if len(best):
