@@ -229,6 +229,22 @@ def test_item_budget_says_enough_when_seed_noise_dominates_and_asks_for_more_whe
     # one seed per arm: nothing to split
     one = pd.concat([_noisy_rows("A", {42: 0.0}, seed=5), _noisy_rows("B", {42: 0.0}, seed=6)])
     assert C.item_budget(one, q).iloc[0]["reading"].startswith("untestable here")
+    missing = C.item_budget(one, [{**q[0], "b": "C"}]).iloc[0]
+    assert missing["reading"] == "untestable here: C not scored on BLiMP in this run" and missing["pairs"] == 0
     # the same model in both arms: no spread anywhere, not "enough pairs"
     same = _noisy_rows("A", dict.fromkeys(seeds, 0.0), seed=7)
     assert C.item_budget(pd.concat([same, same.assign(arm="B")]), q).iloc[0]["reading"].startswith("not measurable")
+
+
+def test_arm_summary_averages_seeds_with_a_t_interval():
+    ci = pd.DataFrame([{"kind": "encoder", "model": m, "task": "BLiMP", "pairs": 2500, "accuracy": a, "ci_low": a - 1,
+                        "ci_high": a + 1} for m, a in (("m", 57.9), ("m (seed 7)", 54.6), ("m (seed 11)", 54.2), ("n", 56.0))])
+    t = C.arm_summary(ci).set_index("arm")
+    assert t.at["m", "seeds"] == 3 and t.at["m", "accuracy"] == pytest.approx((57.9 + 54.6 + 54.2) / 3)
+    assert t.at["m", "seed SD"] == pytest.approx(np.std([57.9, 54.6, 54.2], ddof=1))
+    half = 4.303 * t.at["m", "seed SD"] / np.sqrt(3)  # t(0.975, 2)
+    assert t.at["m", "seed CI high"] - t.at["m", "accuracy"] == pytest.approx(half, rel=1e-3)
+    assert (t.at["m", "lowest"], t.at["m", "highest"]) == (54.2, 57.9)
+    assert t.at["n", "seeds"] == 1 and np.isnan(t.at["n", "seed CI low"])
+    wide = C.arm_summary(ci.assign(accuracy=[20.0, 60.0, 90.0, 50.0])).set_index("arm")  # two-sided t overshoots 0-100
+    assert (wide.at["m", "seed CI low"], wide.at["m", "seed CI high"]) == (0.0, 100.0)

@@ -45,6 +45,10 @@ ITEM_BUDGET_CAPTION = ("How many scored pairs each question needs. The seed-to-s
                        "the per-item differences A − B). Pairs for ±10 %: the number of pairs at which item noise adds "
                        "at most 10 % to the seed-level SD. Estimated from few seeds, so read the order of magnitude. "
                        "Chance: none applies (a count of pairs).")
+ARM_CAPTION = ("Per arm (one recipe, one model per training seed): the mean of its models' accuracies (%) over seeds, "
+               "the Student-t 95 % interval of that mean over seeds (none with one seed; clipped to 0-100), the seed SD and the "
+               "range. "
+               "The interval covers the training seed and, within each model, the items drawn. Chance: 50 %.")
 SEED_SUFFIX = re.compile(r"^(?P<arm>.+?) \(seed (?P<seed>\d+)\)$")
 
 
@@ -182,6 +186,11 @@ def item_budget(rows: pd.DataFrame, questions: Sequence[Mapping[str, Any]], tole
         wide = part.pivot_table(index="item", columns=["arm", "seed"], values="value", aggfunc="mean").dropna() * scale
         seeds = {arm: sorted(int(s) for a, s in wide.columns if a == arm) for arm in (q["a"], q["b"])}
         paired = sorted(set(seeds[q["a"]]) & set(seeds[q["b"]]))
+        if not seeds[q["a"]] or not seeds[q["b"]]:
+            missing = [arm for arm in (q["a"], q["b"]) if not seeds[arm]]
+            out.append({**row, "design": "", "seeds A": len(seeds[q["a"]]), "seeds B": len(seeds[q["b"]]), "pairs": 0,
+                        "reading": f"untestable here: {', '.join(missing)} not scored on {q['task']} in this run"})
+            continue
         if len(paired) >= 2:
             design = f"paired over {len(paired)} seeds"
             comps = [seed_item_components(np.array([wide[(q["a"], s)] - wide[(q["b"], s)] for s in paired]))]
@@ -201,12 +210,32 @@ def item_budget(rows: pd.DataFrame, questions: Sequence[Mapping[str, Any]], tole
             reading = f"enough: {need:,.0f} of the {n:,} pairs would do"
         else:
             reading = f"more pairs would narrow the interval: {need:,.0f} needed, {n:,} scored"
-        row.update({"design": design, "pairs": n, "seed SD without item noise": math.sqrt(seed_var) if np.isfinite(seed_var) else np.nan,
+        row.update({"design": design, "seeds A": len(seeds[q["a"]]), "seeds B": len(seeds[q["b"]]), "pairs": n,
+                    "seed SD without item noise": math.sqrt(seed_var) if np.isfinite(seed_var) else np.nan,
                     "item SD per pair": math.sqrt(item_var) if np.isfinite(item_var) else np.nan,
                     "item share of the variance (%)": 100 * (item_var / n) / now if n and now > 0 else np.nan,
                     f"pairs for ±{100 * tolerance:.0f} %": need, "reading": reading})
         out.append(row)
     return pd.DataFrame(out)
+
+
+def arm_summary(intervals: pd.DataFrame, default_seed: int | Mapping[str, int] = 0,
+                confidence: float = 0.95, bounds: tuple[float, float] = (0.0, 100.0)) -> pd.DataFrame:
+    """Per (kind, arm, task): the models of the arm (one per training seed), their mean accuracy, its Student-t
+    interval over seeds (:func:`helpers.core.stats.t_interval`; NaN with one seed; clipped to ``bounds``, the scale
+    of an accuracy in %, which a t-interval over two seeds can overshoot), the seed SD, lowest and highest.
+    ``intervals``: :func:`helpers.evaluation.zero_shot.interval_table` (kind, model, task, pairs, accuracy, ...)."""
+    rows = []
+    df = intervals.copy()
+    df["arm"] = [arm_and_seed(m, default_seed[k] if isinstance(default_seed, Mapping) else default_seed)[0]
+                 for k, m in zip(df["kind"], df["model"])]
+    for (kind, arm, task), g in df.groupby(["kind", "arm", "task"], sort=False):
+        mean, lo, hi, n, sd = t_interval(g["accuracy"].to_numpy(dtype=float), confidence)
+        rows.append({"kind": kind, "arm": arm, "task": task, "seeds": n, "pairs per model": int(g["pairs"].max()),
+                     "accuracy": mean, "seed CI low": max(lo, bounds[0]) if np.isfinite(lo) else lo,
+                     "seed CI high": min(hi, bounds[1]) if np.isfinite(hi) else hi, "seed SD": sd,
+                     "lowest": float(g["accuracy"].min()), "highest": float(g["accuracy"].max())})
+    return pd.DataFrame(rows)
 
 
 def verdict(row: Mapping[str, Any]) -> str:

@@ -148,6 +148,12 @@ SPECS: dict[str, Spec] = {
                          also={"effect (interval over items)": ("effect", "item CI low", "item CI high")},
                          unit=lambda r, c: "count" if c.startswith(("seeds", "paired")) else "p-value" if
                          c.endswith(" p") else f"percentage {r['unit']}" if r.get("unit") == "points" else None),
+    "05_arm_means": Spec(model="arm", n="seeds", intervals={"accuracy": ("seed CI low", "seed CI high")},
+                         units={"pairs per model": "count", "accuracy": "percent", "seed SD": "percentage points",
+                                "lowest": "percent", "highest": "percent"}),
+    "05_item_budget": Spec(model=lambda r: f"{r['A']} vs {r['B']}", n="pairs",
+                           unit=lambda r, c: "count" if c.startswith(("pairs", "seeds")) else "percent" if c.endswith("(%)")
+                           else "percentage points"),
     "06_attention_target_classes": Spec(unit=lambda r, c: "count" if c == "heads" else "fraction"),
     "06_attention_target_classes_per_head": _CLASS_SHARES,
     "06_attention_paper_observation": Spec(unit="fraction"),
@@ -409,13 +415,13 @@ def tidy_results(tables_dir: str | Path) -> pd.DataFrame:
 
 def write_results(profile: str, tables_dir: str | Path | None = None, out_dir: str | Path | None = None,
                   log: Callable[[str], None] | None = print) -> pd.DataFrame:
-    """Write ``results.csv`` and ``results.json`` (the same rows: a list of objects, blanks as null) of ``profile``
+    """Write ``results.csv`` and ``results.json`` (the same rows: a list of objects, blanks and infinities as null) of ``profile``
     beside its ``tables/`` (atomically); returns the rows."""
     base = reports_dir(profile)
     rows = tidy_results(tables_dir or base / "tables")
     out = Path(out_dir or base)
     write_text(out / "results.csv", rows.to_csv(index=False))
-    records = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}
+    records = [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in r.items()}
                for r in rows.to_dict("records")]
     write_json(out / "results.json", records, indent=None)
     if log:
