@@ -248,3 +248,22 @@ def test_arm_summary_averages_seeds_with_a_t_interval():
     assert t.at["n", "seeds"] == 1 and np.isnan(t.at["n", "seed CI low"])
     wide = C.arm_summary(ci.assign(accuracy=[20.0, 60.0, 90.0, 50.0])).set_index("arm")  # two-sided t overshoots 0-100
     assert (wide.at["m", "seed CI low"], wide.at["m", "seed CI high"]) == (0.0, 100.0)
+
+
+def test_questions_are_one_family_holm_keeps_the_strong_effect_only():
+    """Three questions: a large effect (p tiny), a marginal one (paired seed differences 2, 4, 3.2 points: p ~ 0.03,
+    an effect alone but not below 0.05/2 after Holm) and none; the verdicts say which survive."""
+    rows = pd.concat([
+        _rows("A", {42: 0.60, 1: 0.61, 2: 0.595}, seed=11), _rows("B", {42: 0.54, 1: 0.545, 2: 0.54}, seed=12),
+        _rows("C", {42: 0.52, 1: 0.54, 2: 0.532}, seed=13), _rows("D", {42: 0.50, 1: 0.50, 2: 0.50}, seed=14),
+        _rows("E", {42: 0.50, 1: 0.52, 2: 0.49}, seed=15), _rows("F", {42: 0.51, 1: 0.50, 2: 0.50}, seed=16)])
+    qs = [{"question": "strong", "a": "A", "b": "B", "task": "BLiMP"},
+          {"question": "marginal", "a": "C", "b": "D", "task": "BLiMP"},
+          {"question": "none", "a": "E", "b": "F", "task": "BLiMP"}]
+    t = C.questions_table(rows, qs).set_index("question")
+    assert t.at["marginal", "seed p"] == pytest.approx(0.034, abs=0.005) and t.at["strong", "seed p"] < 0.05 / 3
+    assert list(t["effect after Holm"]) == ["yes", "no", "no"]
+    assert t.at["strong", "verdict"].endswith("it survives Holm's correction over the 3 questions tested")
+    assert t.at["marginal", "verdict"].startswith("effect:") and t.at["marginal", "verdict"].endswith(
+        "not after Holm's correction over the 3 questions tested")
+    assert t.at["none", "verdict"].startswith("no effect larger than")

@@ -38,8 +38,11 @@ TIDY_COLUMNS = ["model", "arm", "seed", "task", "item", "value"]
 QUESTIONS_CAPTION = ("Each question: arm A minus arm B in points (accuracy × 100) on the items both arms scored. Seed CI: "
                      "Student-t 95 % interval over training seeds (paired seed by seed where the arms share seeds, "
                      "Welch otherwise); MDE: the smallest difference a two-sided 5 % test detects with 80 % power at "
-                     "this seed SD and n; item CI: paired bootstrap 95 % over items (seed noise not included). "
-                     "Chance: none applies to a difference (0 = no difference); the verdict reads the seed CI only.")
+                     "this seed SD and n; seed p: the t-test's two-sided p-value, 'effect after Holm' whether it stays "
+                     "below 0.05 after Holm's correction over the questions; item CI: paired bootstrap 95 % over items "
+                     "(seed noise not included). "
+                     "Chance: none applies to a difference (0 = no difference); the verdict reads the seed CI (and Holm for an "
+                     "effect).")
 ITEM_BUDGET_CAPTION = ("How many scored pairs each question needs. The seed-to-seed spread of the effect is split into seed noise "
                        "and item noise (per-item variance over seeds vs variance of the seed means; paired questions use "
                        "the per-item differences A − B). Pairs for ±10 %: the number of pairs at which item noise adds "
@@ -105,14 +108,15 @@ def tidy_zero_shot(results: Mapping[tuple[str, str], Any], default_seed: int | M
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["kind", *TIDY_COLUMNS])
 
 
-def _welch(a: np.ndarray, b: np.ndarray, confidence: float) -> tuple[float, float, float]:
+def _welch(a: np.ndarray, b: np.ndarray, confidence: float) -> tuple[float, float, float, float]:
+    """Welch's interval of mean(a) − mean(b) and its two-sided p-value (NaN when both arms have no spread)."""
     va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
     diff, se = float(a.mean() - b.mean()), math.sqrt(va + vb)
     if se == 0:
-        return diff, diff, diff
+        return diff, diff, diff, float("nan")
     df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
     half = float(student_t.ppf(0.5 + confidence / 2, df)) * se
-    return diff, diff - half, diff + half
+    return diff, diff - half, diff + half, float(2 * student_t.sf(abs(diff) / se, df))
 
 
 def compare_arms(rows: pd.DataFrame, arm_a: str, arm_b: str, task: str, *, scale: float = 100.0,
@@ -151,21 +155,22 @@ def compare_arms(rows: pd.DataFrame, arm_a: str, arm_b: str, task: str, *, scale
     if len(paired) >= 2:
         diffs = np.array([means[(arm_a, s)] - means[(arm_b, s)] for s in paired])
         effect, lo, hi, n, sd = t_interval(diffs, confidence)
+        p = float(2 * student_t.sf(abs(effect) / (sd / math.sqrt(n)), n - 1)) if sd > 0 else float("nan")
         mde = minimum_detectable_effect(sd, n, paired=True, power=power)
         design = f"paired over {n} seeds"
     elif len(a_by_seed) >= 2 and len(b_by_seed) >= 2:
-        effect, lo, hi = _welch(a_by_seed, b_by_seed, confidence)
+        effect, lo, hi, p = _welch(a_by_seed, b_by_seed, confidence)
         sd = float(np.sqrt((a_by_seed.var(ddof=1) + b_by_seed.var(ddof=1)) / 2))
         n = min(len(a_by_seed), len(b_by_seed))
         mde = minimum_detectable_effect(sd, n, paired=False, power=power)
         design = f"{len(a_by_seed)} vs {len(b_by_seed)} seeds, unpaired"
     else:
-        effect, lo, hi, sd, mde = float(a_by_seed.mean() - b_by_seed.mean()), np.nan, np.nan, np.nan, np.nan
+        effect, lo, hi, sd, mde, p = float(a_by_seed.mean() - b_by_seed.mean()), np.nan, np.nan, np.nan, np.nan, np.nan
         design = f"{len(a_by_seed)} vs {len(b_by_seed)} seed{'s' if max(len(a_by_seed), len(b_by_seed)) > 1 else ''}"
     out.update({"seeds A": len(seeds[arm_a]), "seeds B": len(seeds[arm_b]), "paired seeds": len(paired),
                 "items": len(wide), "A": arm_a, "B": arm_b, "mean A": float(a_by_seed.mean()),
                 "mean B": float(b_by_seed.mean()), "effect": float(effect), "seed CI low": float(lo),
-                "seed CI high": float(hi), "seed SD": float(sd), "MDE (80 % power)": float(mde),
+                "seed CI high": float(hi), "seed p": float(p), "seed SD": float(sd), "MDE (80 % power)": float(mde),
                 "item CI low": float(item_lo), "item CI high": float(item_hi), "McNemar p": float(mc_p),
                 "design": design})
     out["verdict"] = verdict(out)
@@ -262,15 +267,24 @@ def verdict(row: Mapping[str, Any]) -> str:
 
 def questions_table(rows: pd.DataFrame, questions: Sequence[Mapping[str, Any]], **kw) -> pd.DataFrame:
     """One :func:`compare_arms` row per question (``{"question", "a", "b", "task"}``, optionally ``"kind"``:
-    decoder / encoder, when the rows have a ``kind`` column), question first."""
+    decoder / encoder, when the rows have a ``kind`` column), question first. The questions form one family: their
+    seed-level p-values get Holm's correction (``effect after Holm``), and an effect's verdict says whether it
+    survives it."""
     out = []
     for q in questions:
         part = rows[rows["kind"] == q["kind"]] if "kind" in q and "kind" in rows.columns else rows
         out.append({"question": q["question"], **compare_arms(part, q["a"], q["b"], q["task"], **kw)})
     cols = ["question", "task", "A", "B", "seeds A", "seeds B", "paired seeds", "items", "mean A", "mean B", "effect",
-            "seed CI low", "seed CI high", "seed SD", "MDE (80 % power)", "item CI low", "item CI high",
-            "McNemar p", "unit", "verdict"]
+            "seed CI low", "seed CI high", "seed p", "effect after Holm", "seed SD", "MDE (80 % power)", "item CI low",
+            "item CI high", "McNemar p", "unit", "verdict"]
     df = pd.DataFrame(out)
+    if "seed p" in df.columns:  # the questions are one family: Holm's correction over those with a seed-level p-value
+        tested = int(df["seed p"].notna().sum())
+        df["effect after Holm"] = np.where(df["seed p"].notna(), np.where(holm(df["seed p"].to_numpy(), 0.05), "yes", "no"), "")
+        for i in df.index[df["verdict"].str.startswith("effect:")]:
+            kept = df.at[i, "effect after Holm"] == "yes"
+            df.at[i, "verdict"] += (f"; {'it survives' if kept else 'not after'} Holm's correction over the {tested} "
+                                    "questions tested")
     return df[[c for c in cols if c in df.columns]]
 
 
