@@ -423,7 +423,18 @@ def _figures():
     probes = pd.DataFrame(unlikelihood.history_rows({b: unlikelihood.UnlikelihoodResult(b, 150, 100, 1.0, [
         {"step": t, "ended": 0.9, "loops": 0.8 - t / 300, "healthy": 0.2 + t / 300, "probe prompts": 64,
          "valid loss": 3.0 + t / 1000} for t in range(0, 151, 25)]) for b in DECODERS}))
+    arms = ("baby-500k+tiny-500k+gen-nucleus-1", "baby-500k+tiny-500k")
+    questions = pd.DataFrame([{"question": q, "task": t, "A": arms[0], "B": arms[1], "effect": -3.3, "seed CI low": -5.0,
+                               "seed CI high": -1.6, "MDE (80 % power)": 3.3, "item CI low": -4.0, "item CI high": -2.6,
+                               "unit": "points", "verdict": v, "effect after Holm": h} for q, t, v, h in [
+        ("TinyStories vs BabyLM at the same words (encoders, BLiMP)", "BLiMP",
+         "no effect larger than ±9.0 points (80 % power, paired over 3 seeds)", ""),
+        ("D_gen: generated stories change BLiMP", "BLiMP", f"effect: {arms[0]} lower than {arms[1]} by 3.3 points; it "
+         "survives Holm's correction over the 6 questions tested", "yes"),
+        ("Repetition fine-tuning changes BLiMP (tiny-1M decoders)", "BLiMP",
+         "untestable here: 1 vs 2 seeds per arm, a seed-level interval needs at least two in each", "")] * 2])
     return [
+        ("05_questions", lambda: EV.plot_questions(questions, "The study's questions: effects over seeds and over items")),
         ("02_repetition_probes", lambda: GV.plot_repetition_probes(
             probes, dict(zip(DECODERS, [f"C{i}" for i in range(4)])))),
         ("02_figure1_loss_curves", lambda: reporting.plot_loss_curves(
@@ -525,3 +536,13 @@ def test_arm_colours_give_seeds_their_arm_colour_and_one_legend_entry():
     assert colours["a"] == colours["a (seed 7)"] == colours["a (seed 1)"] != colours["b"]
     assert labels == {"a": "a (3 seeds)", "a (seed 7)": "_nolegend_", "a (seed 1)": "_nolegend_", "b": "b",
                       "c (seed 3)": "c"}
+
+
+def test_short_verdict_keeps_the_claim_and_drops_the_design():
+    from helpers.report.evaluation_views import short_verdict
+    assert short_verdict("effect: a lower than a (plain) by 1.1 points; not after Holm's correction", "no") == \
+        "effect: a lower than a (plain) by 1.1 points (Holm: no)"
+    assert short_verdict("no effect larger than ±4.1 points (80 % power, paired over 8 seeds)") == \
+        "no effect larger than ±4.1 points"
+    assert short_verdict("untestable here: 1 vs 2 seeds per arm, a seed-level interval needs at least two in each; "
+                         "the item interval [+1.0, +2.0] measures which items") == "untestable here: 1 vs 2 seeds per arm"

@@ -427,8 +427,9 @@ def test_tidy_names_repository_files_relative_to_the_repository(tmp_path):
 
     root = str(repo_root())
     warning = f"{root}/src/helpers/models/decoder.py:420: FutureWarning: deprecated\n"
+    from_cell = "/tmp/ipykernel_1296/2111307045.py:5: UserWarning: figure x is not readable in print\n"
     p = tmp_path / "n.ipynb"
-    p.write_text(json.dumps(_nb([{"output_type": "stream", "name": "stderr", "text": [warning]},
+    p.write_text(json.dumps(_nb([{"output_type": "stream", "name": "stderr", "text": [warning, from_cell]},
                                  {"output_type": "error", "ename": "E", "evalue": "x",
                                   "traceback": [f"File {root}/src/helpers/data/corpora.py:3"]},
                                  {"output_type": "execute_result", "execution_count": 1, "metadata": {},
@@ -436,7 +437,8 @@ def test_tidy_names_repository_files_relative_to_the_repository(tmp_path):
     assert any("absolute path" in x for x in report_problems(p))
     tidy_report(p)
     outs = json.loads(p.read_text())["cells"][0]["outputs"]
-    assert "".join(outs[0]["text"]) == "src/helpers/models/decoder.py:420: FutureWarning: deprecated\n"
+    assert "".join(outs[0]["text"]) == ("src/helpers/models/decoder.py:420: FutureWarning: deprecated\n"
+                                        "<cell>:5: UserWarning: figure x is not readable in print\n")
     assert outs[1]["traceback"] == ["File src/helpers/data/corpora.py:3"]
     assert outs[2]["data"]["text/plain"] == "'reports/cpu/x.csv'"
     assert not [x for x in report_problems(p) if "absolute path" in x]

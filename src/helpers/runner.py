@@ -246,16 +246,24 @@ def _relative_metadata(nb: dict) -> bool:
     return changed
 
 
+_KERNEL_CELL = re.compile(r"/[^\s:'\"]*/ipykernel_\d+/\d+\.py")  # a cell's code as ipykernel files it
+
+
 def _relative_outputs(nb: dict, root: str | None = None) -> bool:
     """Outputs that name a file of the repository by its absolute path (a warning's ``/…/src/helpers/x.py:12:``,
-    a traceback) name it relative to the repository instead. True when something changed."""
+    a traceback) name it relative to the repository instead, and a notebook cell's file in the kernel's temporary
+    folder (``/tmp/ipykernel_123/456.py:5:``, where a warning raised by a cell points) becomes ``<cell>``. True when
+    something changed."""
     prefix = str(root or repo_root()).rstrip("/") + "/"
 
-    def relative(v):  # a str or a list of str, prefix removed; None when it has none
+    def fix(x: str) -> str:
+        return _KERNEL_CELL.sub("<cell>", x.replace(prefix, ""))
+
+    def relative(v):  # a str or a list of str, machine paths removed; None when it has none
         if isinstance(v, str):
-            return v.replace(prefix, "") if prefix in v else None
-        if isinstance(v, list) and any(isinstance(x, str) and prefix in x for x in v):
-            return [x.replace(prefix, "") if isinstance(x, str) else x for x in v]
+            return fix(v) if fix(v) != v else None
+        if isinstance(v, list) and any(isinstance(x, str) and fix(x) != x for x in v):
+            return [fix(x) if isinstance(x, str) else x for x in v]
         return None
 
     changed = False

@@ -4,6 +4,8 @@ words are (:func:`helpers.evaluation.word_familiarity.familiarity_table`) and th
 cell built and returns a matplotlib figure (saved by :func:`helpers.report.reporting.save_figure`)."""
 from __future__ import annotations
 
+import re
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -37,14 +39,15 @@ def plot_word_familiarity(table: pd.DataFrame, corpus: str = "its training stori
     handles, labels = ax.get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=ncol, frameon=False)
     if title:
-        ax.set_title(wrap(title, FIGURE_WIDTH - 1, font_pt(key="axes.titlesize")))
+        ax.set_title(wrap(title, FIGURE_WIDTH - 3.2, font_pt(key="axes.titlesize")))
     return fig
 
 
 def plot_questions(questions: pd.DataFrame, title: str = ""):
     """The questions table as a forest plot: per question, the effect (A − B) with its seed-level 95 % interval
     (thick; absent where an arm has one seed) and its item-level interval (thin, grey), the band ±MDE (80 % power)
-    shaded where it exists, and 0 as the no-difference line. Each row is labelled with the question and its verdict."""
+    shaded where it exists, and 0 as the no-difference line. Each row is labelled with the question and its verdict
+    in short (:func:`short_verdict`; the arms and the whole verdict are in the table)."""
     q = questions.reset_index(drop=True)
     n = len(q)
     fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 1.0 + 0.75 * max(n, 1)), layout="constrained")
@@ -59,13 +62,23 @@ def plot_questions(questions: pd.DataFrame, title: str = ""):
         if np.isfinite(r.get("effect", np.nan)):
             ax.plot(r["effect"], y, "o", color="#1f77b4")
     ax.axvline(0, color="k", lw=1, ls=":")
-    labels = [wrap(f"{r.question} ({r.A} − {r.B}, {r.task}): {r.verdict}", 3.2, 7) for r in q.itertuples()]
-    ax.set_yticks(range(n), labels[::-1], fontsize=7)
+    labels = [wrap(f"{r.question} ({r.task}): {short_verdict(r.verdict, getattr(r, 'effect_after_Holm', ''))}", 2.5, 7.5)
+              for r in q.rename(columns={"effect after Holm": "effect_after_Holm"}).itertuples()]
+    ax.set_yticks(range(n), labels[::-1], fontsize=7.5)
     unit = q["unit"].iloc[0] if n and "unit" in q else "points"
-    ax.set_xlabel(f"difference A − B ({unit}); thick: over seeds (95 %), thin grey: over items, shaded: ±MDE")
+    ax.set_xlabel(wrap(f"difference A − B ({unit}); thick: over seeds (95 %), thin grey: over items, shaded: ±MDE",
+                       FIGURE_WIDTH - 3.2, font_pt(key="axes.labelsize")))
     if title:
-        ax.set_title(wrap(title, FIGURE_WIDTH - 1, font_pt(key="axes.titlesize")))
+        ax.set_title(wrap(title, FIGURE_WIDTH - 3.2, font_pt(key="axes.titlesize")))
     return fig
+
+
+def short_verdict(verdict: str, after_holm: str = "") -> str:
+    """A questions-table verdict up to its first qualification ("effect: A higher than B by 6.0 points",
+    "no effect larger than ±4.1 points", "untestable here: 1 vs 2 seeds per arm"), an effect with "(Holm: yes|no)"."""
+    short = re.split(r";|, a seed-level", str(verdict))[0]
+    short = re.sub(r" \((?:80 % power|paired over|\d+ vs \d+)[^()]*\)$", "", short)  # the design, named in the table
+    return short + (f" (Holm: {after_holm})" if short.startswith("effect:") and after_holm in ("yes", "no") else "")
 
 
 def arm_colours(names, palette: str = "tab10") -> tuple[dict[str, tuple], dict[str, str]]:
