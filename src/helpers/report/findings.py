@@ -9,7 +9,6 @@ noise level.
 """
 from __future__ import annotations
 
-import re
 from typing import Mapping, Sequence
 
 import pandas as pd
