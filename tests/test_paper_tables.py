@@ -303,3 +303,44 @@ def test_table7_without_fine_tuned_encoders_keeps_the_majority_and_paper_rows():
     assert t.loc[paper_tables.MAJORITY_ROW, "GLUE avg."] == 25.0 and t.loc["paper: baby-100M (100M track)", "GLUE avg."] == 50.0
     assert paper_tables.glue_average_intervals(runs, ["cola", "rte"]) == {}
     assert paper_tables.glue_runs_table(runs).empty
+
+
+def test_ours_vs_paper_reads_a_mix_of_several_seeds_as_their_mean_with_a_seed_interval():
+    """The paper prints one run per mix: our mix of three seeds is compared as their mean with a t-interval over
+    seeds (not the first seed with its item interval); a mix of one seed keeps its item interval."""
+    from scipy.stats import t as student_t
+
+    ours = pd.DataFrame([{"source": "ours (cpu)", "training data": name, "BLiMP": blimp, "Supp.": 50.0,
+                          "EWoK": float("nan"), "GLUE": float("nan"),
+                          "GLUE protocol": ""}
+                         for name, blimp in [("mix", 50.0), ("mix (seed 7)", 56.0), ("mix (seed 1)", 59.0),
+                                             ("solo", 61.0)]])
+    item_ci = pd.DataFrame([{"model": m, "task": "BLiMP", "ci_low": v - 1, "ci_high": v + 1}
+                            for m, v in [("mix", 50.0), ("mix (seed 7)", 56.0), ("mix (seed 1)", 59.0), ("solo", 61.0)]])
+    arms, ci = paper_tables.arms_for_paper(ours, item_ci)
+    assert list(arms["training data"]) == ["mix", "solo"] and list(arms["seeds"]) == [3, 1]
+    assert arms.set_index("training data").loc["mix", "BLiMP"] == pytest.approx(55.0)  # not the first seed's 50
+    half = student_t.ppf(0.975, 2) * pd.Series([50.0, 56.0, 59.0]).std() / math.sqrt(3)
+    row = ci.set_index(["model", "task"]).loc[("mix", "BLiMP")]
+    assert (row["ci_low"], row["ci_high"]) == (pytest.approx(55.0 - half), pytest.approx(55.0 + half))
+    assert row["interval over"] == "3 seeds (t)"
+    solo = ci.set_index(["model", "task"]).loc[("solo", "BLiMP")]
+    assert (solo["ci_low"], solo["ci_high"], solo["interval over"]) == (60.0, 62.0, "items (one seed)")
+    assert ("mix", "GLUE") not in set(zip(ci["model"], ci["task"]))  # nothing scored: no interval
+
+    from helpers.core import config
+
+    paper = pd.read_csv(config.repo_root() / "params" / "paper_reference" / "table2_strict_small_10m.csv")
+    comp = evaluation.compare_with_paper(arms, paper, {"mix": "baby-5M + tiny-5M"}, ours_label="ours (cpu)",
+                                         intervals=ci)
+    comp = paper_tables.with_interval_kind(comp, ci)
+    blimp = comp.set_index("benchmark").loc["BLiMP"]
+    assert blimp["ours (cpu)"] == pytest.approx(55.0) and blimp["seeds"] == 3
+    assert blimp["CI low"] == pytest.approx(55.0 - half) and blimp["interval over"] == "3 seeds (t)"
+    assert list(comp.columns).index("seeds") == list(comp.columns).index("CI high") + 1
+
+
+def test_ours_vs_paper_clips_a_seed_interval_to_the_accuracy_scale():
+    ours = pd.DataFrame([{"training data": n, "BLiMP": v} for n, v in [("m", 2.0), ("m (seed 7)", 40.0)]])
+    _, ci = paper_tables.arms_for_paper(ours, pd.DataFrame(columns=["model", "task", "ci_low", "ci_high"]))
+    assert ci["ci_low"].iloc[0] == 0.0 and ci["ci_high"].iloc[0] == 100.0  # two seeds: one degree of freedom

@@ -85,7 +85,7 @@ def test_machine_note_warns_a_cpu_run_without_bf16_or_gpu(monkeypatch):
     monkeypatch.setattr(hardware, "gpu_names", lambda: [])
     monkeypatch.setattr(hardware, "native_bf16", lambda device="cpu": False)
     note = runner.machine_note("cpu")
-    assert note and "no native bf16" in note and "fp32" in note
+    assert note and "no native bf16" in note and "fp32" in note and "resumes" in note
     assert runner.machine_note("smoke") is None  # seconds either way
     monkeypatch.setattr(hardware, "native_bf16", lambda device="cpu": True)
     assert runner.machine_note("cpu") is None

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -60,6 +61,11 @@ def arm_and_seed(model: str, default_seed: int) -> tuple[str, int]:
     a name without the suffix is ``default_seed`` (the profile's ``train.seed``)."""
     m = SEED_SUFFIX.match(str(model))
     return (m.group("arm"), int(m.group("seed"))) if m else (str(model), int(default_seed))
+
+
+def seeds_per_arm(models: Iterable[str]) -> Counter:
+    """How many models (training seeds) each arm has, arms in the order they first appear."""
+    return Counter(arm_and_seed(m, 0)[0] for m in models)
 
 
 def corpus_of(model: str) -> str:
@@ -119,6 +125,25 @@ def _welch(a: np.ndarray, b: np.ndarray, confidence: float) -> tuple[float, floa
     return diff, diff - half, diff + half, float(2 * student_t.sf(abs(diff) / se, df))
 
 
+def _question_rows(rows: pd.DataFrame, q: Mapping[str, Any]) -> pd.DataFrame:
+    """The rows of a question's kind of model (decoder / encoder) where both the question and the rows name one."""
+    return rows[rows["kind"] == q["kind"]] if "kind" in q and "kind" in rows.columns else rows
+
+
+def _arm_matrix(rows: pd.DataFrame, arm_a: str, arm_b: str, task: str,
+                scale: float) -> tuple[pd.DataFrame, dict[str, list[int]], list[int]]:
+    """Two arms on ``task``: items × (arm, seed) values times ``scale``, on the items every (arm, seed) scored (the
+    comparison is on the same items throughout); each arm's seeds; the seeds they share."""
+    part = rows[(rows["task"] == task) & rows["arm"].isin([arm_a, arm_b])]
+    per_model_items = part.groupby(["arm", "seed"])["item"].apply(set)
+    shared = set.intersection(*per_model_items) if len(per_model_items) else set()
+    part = part[part["item"].isin(shared)]
+    wide = (part.pivot_table(index="item", columns=["arm", "seed"], values="value", aggfunc="mean") * scale
+            if len(part) else pd.DataFrame())
+    seeds = {arm: sorted(int(s) for a, s in wide.columns if a == arm) for arm in (arm_a, arm_b)}
+    return wide, seeds, sorted(set(seeds[arm_a]) & set(seeds[arm_b]))
+
+
 def compare_arms(rows: pd.DataFrame, arm_a: str, arm_b: str, task: str, *, scale: float = 100.0,
                  unit: str = "points", confidence: float = 0.95, power: float = 0.8, n_boot: int = 2000,
                  seed: int = 0) -> dict[str, Any]:
@@ -126,21 +151,14 @@ def compare_arms(rows: pd.DataFrame, arm_a: str, arm_b: str, task: str, *, scale
     seed: the effect, its seed-level interval (paired t over shared seeds, else Welch), the seed SD, the minimum
     detectable effect at ``power``, the item-level interval (paired bootstrap of the seed-averaged scores) and the
     verdict. Values are multiplied by ``scale`` (100: shares to points)."""
-    part = rows[(rows["task"] == task) & rows["arm"].isin([arm_a, arm_b])]
     out: dict[str, Any] = {"task": task, "A": arm_a, "B": arm_b, "unit": unit}
-    if part.empty or not {arm_a, arm_b} <= set(part["arm"]):
-        missing = sorted({arm_a, arm_b} - set(part["arm"]))
+    wide, seeds, paired = _arm_matrix(rows, arm_a, arm_b, task, scale)
+    if not seeds[arm_a] or not seeds[arm_b]:
+        missing = [arm for arm in (arm_a, arm_b) if not seeds[arm]]
         return {**out, "seeds A": 0, "seeds B": 0, "paired seeds": 0, "items": 0, "effect": np.nan,
                 "seed CI low": np.nan, "seed CI high": np.nan, "seed SD": np.nan, "MDE (80 % power)": np.nan,
                 "item CI low": np.nan, "item CI high": np.nan, "McNemar p": np.nan,
                 "verdict": f"untestable here: {', '.join(missing)} not scored on {task} in this run"}
-    # items every (arm, seed) scored: the comparison is on the same items throughout
-    per_model_items = part.groupby(["arm", "seed"])["item"].apply(set)
-    shared = set.intersection(*per_model_items) if len(per_model_items) else set()
-    part = part[part["item"].isin(shared)]
-    wide = part.pivot_table(index="item", columns=["arm", "seed"], values="value", aggfunc="mean") * scale
-    seeds = {arm: sorted(int(s) for a, s in wide.columns if a == arm) for arm in (arm_a, arm_b)}
-    paired = sorted(set(seeds[arm_a]) & set(seeds[arm_b]))
     means = wide.mean(axis=0)
     a_by_seed = np.array([means[(arm_a, s)] for s in seeds[arm_a]])
     b_by_seed = np.array([means[(arm_b, s)] for s in seeds[arm_b]])
@@ -185,12 +203,8 @@ def item_budget(rows: pd.DataFrame, questions: Sequence[Mapping[str, Any]], tole
     :func:`compare_arms` pools the Welch SD) and the pairs at which item noise adds at most ``tolerance`` to the SD."""
     out = []
     for q in questions:
-        part = rows[rows["kind"] == q["kind"]] if "kind" in q and "kind" in rows.columns else rows
-        part = part[(part["task"] == q["task"]) & part["arm"].isin([q["a"], q["b"]])]
         row: dict[str, Any] = {"question": q["question"], "task": q["task"], "A": q["a"], "B": q["b"]}
-        wide = part.pivot_table(index="item", columns=["arm", "seed"], values="value", aggfunc="mean").dropna() * scale
-        seeds = {arm: sorted(int(s) for a, s in wide.columns if a == arm) for arm in (q["a"], q["b"])}
-        paired = sorted(set(seeds[q["a"]]) & set(seeds[q["b"]]))
+        wide, seeds, paired = _arm_matrix(_question_rows(rows, q), q["a"], q["b"], q["task"], scale)
         if not seeds[q["a"]] or not seeds[q["b"]]:
             missing = [arm for arm in (q["a"], q["b"]) if not seeds[arm]]
             out.append({**row, "design": "", "seeds A": len(seeds[q["a"]]), "seeds B": len(seeds[q["b"]]), "pairs": 0,
@@ -224,16 +238,15 @@ def item_budget(rows: pd.DataFrame, questions: Sequence[Mapping[str, Any]], tole
     return pd.DataFrame(out)
 
 
-def arm_summary(intervals: pd.DataFrame, default_seed: int | Mapping[str, int] = 0,
-                confidence: float = 0.95, bounds: tuple[float, float] = (0.0, 100.0)) -> pd.DataFrame:
+def arm_summary(intervals: pd.DataFrame, confidence: float = 0.95,
+                bounds: tuple[float, float] = (0.0, 100.0)) -> pd.DataFrame:
     """Per (kind, arm, task): the models of the arm (one per training seed), their mean accuracy, its Student-t
     interval over seeds (:func:`helpers.core.stats.t_interval`; NaN with one seed; clipped to ``bounds``, the scale
     of an accuracy in %, which a t-interval over two seeds can overshoot), the seed SD, lowest and highest.
     ``intervals``: :func:`helpers.evaluation.zero_shot.interval_table` (kind, model, task, pairs, accuracy, ...)."""
     rows = []
     df = intervals.copy()
-    df["arm"] = [arm_and_seed(m, default_seed[k] if isinstance(default_seed, Mapping) else default_seed)[0]
-                 for k, m in zip(df["kind"], df["model"])]
+    df["arm"] = [arm_and_seed(m, 0)[0] for m in df["model"]]  # the arm does not depend on the default seed
     for (kind, arm, task), g in df.groupby(["kind", "arm", "task"], sort=False):
         mean, lo, hi, n, sd = t_interval(g["accuracy"].to_numpy(dtype=float), confidence)
         rows.append({"kind": kind, "arm": arm, "task": task, "seeds": n, "pairs per model": int(g["pairs"].max()),
@@ -272,8 +285,7 @@ def questions_table(rows: pd.DataFrame, questions: Sequence[Mapping[str, Any]], 
     survives it."""
     out = []
     for q in questions:
-        part = rows[rows["kind"] == q["kind"]] if "kind" in q and "kind" in rows.columns else rows
-        out.append({"question": q["question"], **compare_arms(part, q["a"], q["b"], q["task"], **kw)})
+        out.append({"question": q["question"], **compare_arms(_question_rows(rows, q), q["a"], q["b"], q["task"], **kw)})
     cols = ["question", "task", "A", "B", "seeds A", "seeds B", "paired seeds", "items", "mean A", "mean B", "effect",
             "seed CI low", "seed CI high", "seed p", "effect after Holm", "seed SD", "MDE (80 % power)", "item CI low",
             "item CI high", "McNemar p", "unit", "verdict"]

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from helpers.evaluation.comparisons import arm_and_seed
+from helpers.evaluation.comparisons import arm_and_seed, seeds_per_arm
 from helpers.report.figure_layout import FIGURE_WIDTH, font_pt, legend_columns, legend_inches, wrap
 
 
@@ -89,7 +89,7 @@ def arm_colours(names, palette: str = "tab10") -> tuple[dict[str, tuple], dict[s
     arm_of = {n: arm_and_seed(n, 0)[0] for n in names}
     arms = list(dict.fromkeys(arm_of.values()))
     colour = dict(zip(arms, sns.color_palette(palette, len(arms))))
-    count = {a: sum(1 for n in names if arm_of[n] == a) for a in arms}
+    count = seeds_per_arm(names)
     labels, seen = {}, set()
     for n in names:
         a = arm_of[n]

@@ -15,7 +15,7 @@ import pandas as pd
 
 from helpers.core.stats import intervals_apart, t_interval
 from helpers.diversity.self_bleu import k_choice_label
-from helpers.evaluation.comparisons import arm_and_seed
+from helpers.evaluation.comparisons import arm_and_seed, seeds_per_arm
 from helpers.evaluation.zero_shot import chance_verdict  # the one rule for "above chance" (also interval_table's)
 from helpers.report.reporting import fmt_interval
 
@@ -271,10 +271,7 @@ def encoders(table: pd.DataFrame, valid_blocks: int | None = None) -> list[str]:
     blocks = f"{valid_blocks} validation blocks" if valid_blocks else "the validation blocks"
     cover = ("; their intervals cover the choice of blocks, not the run-to-run spread of training"
              if "MLM acc (stories) CI low" in table.columns else ", without an interval")
-    seeds: dict[str, int] = {}
-    for mix in table.mix:
-        arm = arm_and_seed(mix, 0)[0]
-        seeds[arm] = seeds.get(arm, 0) + 1
+    seeds = seeds_per_arm(table.mix)
     runs = ("single runs with one seed" if max(seeds.values()) == 1 else
             f"{len(table)} encoders from {len(seeds)} mixes (" + ", ".join(f"{a}: {n} seed{'s' if n > 1 else ''}"
                                                                           for a, n in seeds.items())

@@ -19,8 +19,9 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from helpers.core.config import repo_root
-from helpers.core.stats import independent_mean_interval
+from helpers.core.stats import independent_mean_interval, t_interval
 from helpers.data.budgets import fmt_words
+from helpers.evaluation.comparisons import arm_and_seed
 from helpers.evaluation.finetune import protocol_note, scaled_protocol_tasks
 from helpers.generation.completions import PLAIN_DIR
 from helpers.models import decoder, ltg_bert, registry
@@ -127,6 +128,63 @@ def generated_pairs(encoders: Sequence[str]) -> list[tuple[str, str]]:
     parentheses (another seed, balanced sampling) are left out."""
     plain = [e for e in encoders if "(" not in e]
     return [(e.split("+gen-")[0], e) for e in plain if "+gen-" in e and e.split("+gen-")[0] in plain]
+
+
+#: the paper's benchmarks as Table 2 names them (our columns)
+PAPER_BENCHMARK_COLUMNS = ("BLiMP", "Supp.", "EWoK", "GLUE")
+#: how ``05_ours_vs_paper`` reads an arm of several seeds
+ARM_CAPTION = ("Ours: one row per mix. Where the mix was trained with several seeds, its score is the mean over the "
+               "seeds and the interval a Student-t 95 % interval over them (column `interval over`), the spread a "
+               "reader of the paper's single runs should expect; a mix with one seed keeps its bootstrap interval over "
+               "items.")
+
+
+def arms_for_paper(ours: pd.DataFrame, intervals: pd.DataFrame,
+                   bounds: tuple[float, float] = (0.0, 100.0)) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Our encoder rows of Table 2 (``ours``: one row per model, ``training data`` its name) folded to one row per
+    arm (the seeds of one mix, :func:`helpers.evaluation.comparisons.arm_and_seed`), the unit the paper prints one
+    number for. Per benchmark of :data:`PAPER_BENCHMARK_COLUMNS`: with two or more seeds scored, the mean over them
+    and a Student-t 95 % interval over seeds (clipped to ``bounds``); with one, that model's score and its own
+    interval from ``intervals`` (rows model, task, ci_low, ci_high: the bootstrap over items). Returns the rows
+    (``training data`` = the arm, ``seeds``; other columns from the arm's first model) and their intervals (model =
+    arm, task, ci_low, ci_high, ``seeds``, ``interval over``), the inputs of
+    :func:`helpers.evaluation.zero_shot.compare_with_paper`."""
+    item_ci = {(m, t): (lo, hi) for m, t, lo, hi in
+               zip(intervals["model"], intervals["task"], intervals["ci_low"], intervals["ci_high"])}
+    arm_of = [arm_and_seed(name, 0)[0] for name in ours["training data"]]
+    rows, cis = [], []
+    for arm, g in ours.assign(_arm=arm_of).groupby("_arm", sort=False):
+        row = g.iloc[0].drop("_arm").to_dict()
+        row.update({"training data": arm, "seeds": len(g)})
+        for bench in PAPER_BENCHMARK_COLUMNS:
+            if bench not in g.columns:
+                continue
+            scored = g.dropna(subset=[bench])
+            if len(scored) >= 2:
+                mean, lo, hi, n, _ = t_interval(scored[bench].to_numpy(dtype=float))
+                lo, hi, how = max(lo, bounds[0]), min(hi, bounds[1]), f"{n} seeds (t)"
+            elif len(scored) == 1:
+                mean = float(scored[bench].iloc[0])
+                lo, hi = item_ci.get((scored["training data"].iloc[0], bench), (float("nan"), float("nan")))
+                n, how = 1, "items (one seed)"
+            else:
+                continue
+            row[bench] = mean
+            cis.append({"model": arm, "task": bench, "ci_low": lo, "ci_high": hi, "seeds": n, "interval over": how})
+        rows.append(row)
+    return pd.DataFrame(rows), pd.DataFrame(cis, columns=["model", "task", "ci_low", "ci_high", "seeds", "interval over"])
+
+
+def with_interval_kind(comparison: pd.DataFrame, arm_intervals: pd.DataFrame) -> pd.DataFrame:
+    """:func:`helpers.evaluation.zero_shot.compare_with_paper`'s table with each row's ``seeds`` and ``interval
+    over`` from :func:`arms_for_paper`'s intervals, after the CI columns."""
+    how = arm_intervals.set_index(["model", "task"])
+    keys = list(zip(comparison["mix"], comparison["benchmark"]))
+    out = comparison.copy()
+    at = list(out.columns).index("CI high") + 1
+    out.insert(at, "interval over", [how["interval over"].get(k, "") for k in keys])
+    out.insert(at, "seeds", [int(how["seeds"].get(k, 0)) for k in keys])
+    return out
 
 
 def encoder_stands_for(encoders: Sequence[str], paper_equivalents: Mapping[str, str],

@@ -270,7 +270,8 @@ def plot_intervals(intervals, order: list[tuple[str, str]] | None = None, chance
 def plot_ours_vs_paper(comparison, intervals=None, ours: str | None = None, chance: float = 50.0,
                        no_chance: tuple[str, ...] = ("GLUE",), title: str = "",
                        panel_titles: dict[str, str] | None = None, fontsize: float = 11,
-                       panel_chance: dict[str, float] | None = None, panel_chance_note: str = "majority class"):
+                       panel_chance: dict[str, float] | None = None, panel_chance_note: str = "majority class",
+                       ours_label: str = "ours"):
     """Our scores beside the paper's, one panel per benchmark (a ``compare_with_paper`` table: columns mix,
     paper mix, benchmark, ours, paper). Our score is a dot with its 95 % interval where ``intervals`` (an
     :func:`helpers.evaluation.zero_shot.interval_table` of the encoders) has it, the paper's a diamond; the chance level is
@@ -280,7 +281,8 @@ def plot_ours_vs_paper(comparison, intervals=None, ours: str | None = None, chan
     mean of tasks)", goes on a line below). Text is ``fontsize`` points, every panel's x range holds all its markers,
     interval ends and chance line with a margin, and one legend below the panels has one entry for our scores.
     ``panel_chance`` gives a panel its own chance level (e.g. ``{"GLUE": 43.6}``, the majority-class average, drawn
-    in a ``no_chance`` panel too); the legend says what it is (``panel_chance_note``). Panels sit side by side as
+    in a ``no_chance`` panel too); the legend says what it is (``panel_chance_note``), and names our dots
+    ``ours_label`` (e.g. "ours: mean over a mix's seeds"). Panels sit side by side as
     far as the print width allows, then wrap into rows; long titles and labels wrap."""
     ours = ours or next(c for c in comparison.columns if str(c).startswith("ours"))
     panel_titles = panel_titles or {}
@@ -335,7 +337,7 @@ def plot_ours_vs_paper(comparison, intervals=None, ours: str | None = None, chan
     axes[0].set_yticks([ys[m] for m in mixes], [labels[m] for m in mixes])
     axes[0].set_ylim(max(ys.values()) + 0.6, -0.6)  # the first mix on top
     handles = [Line2D([], [], marker="o", ls="-" if any_ci else "", color="tab:blue",
-                      label="ours" + (" (95 % CI where drawn)" if any_ci else "")),
+                      label=ours_label + (" (95 % CI where drawn)" if any_ci else "")),
                Line2D([], [], marker="D", ls="", color="tab:orange", label="paper")]
     if any_chance:
         handles.append(Line2D([], [], color="k", ls="--", lw=1, label="chance" + (

@@ -119,7 +119,7 @@ SPECS: dict[str, Spec] = {
                          units={"dev_metric": "fraction (MCC for cola)", "top prediction (%)": "percent"}),
     "05_glue_majority": Spec(model=lambda r: "majority class", n="n_test", metric=_glue_row_metric,
                              unit=lambda r, c: None if c != "score" else "MCC" if r["metric"] == "mcc" else "fraction"),
-    "05_ours_vs_paper": Spec(unit="percent"),
+    "05_ours_vs_paper": Spec(unit="percent", n="seeds"),
     "02b_memory_table": Spec(model="kind", ids=("width",), wide="batch", metric="peak training-step memory",
                              unit="MB"),
     "02b_memory_ratio": Spec(ids=("width", "batch"), units={"compressor": "MB", "gpt-neo": "MB",
