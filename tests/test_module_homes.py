@@ -81,7 +81,7 @@ HOMES = {
     # one reader of its id (five modules looked it up themselves)
     "data.corpora": ["EOT"],
     "data.normalisation": ["split_sentences"],
-    "data.tokenizers": ["end_of_text_id", "encode_stories"],
+    "data.tokenizers": ["end_of_text_id", "encode_stories", "iter_story_ids"],
     # one nucleus/greedy sampler for every model (the compressor had its own), one context-length reader, one place
     # that says where models run, one HTML table style
     "generation.decoding": ["Decoding", "sample_next", "decoding_from_name", "nested_decodings"],

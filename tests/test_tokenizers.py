@@ -37,6 +37,30 @@ def test_encode_stories_appends_eot(decoder_tokenizer):
     assert all(x[-1] == 1 for x in ids)
 
 
+def test_story_ids_stream_in_batches_with_the_ids_of_one_call(decoder_tokenizer, encoder_tokenizer):
+    """A corpus is tokenised batch by batch and packed as it streams: the ids, and so the blocks and their digest
+    (a finished run's fingerprint), are those of tokenising every story in one call."""
+    import types
+
+    from helpers.data.blocks import pack_blocks
+    from helpers.data.masking import TokenIds, pack_encoder_blocks
+
+    stories = [f"Once upon a time {i} cats sat." * (1 + i % 3) for i in range(23)] + [""]
+    whole = [x + [1] for x in decoder_tokenizer(stories, add_special_tokens=False)["input_ids"]]
+    for size in (1, 5, 24, 100):
+        streamed = tk.iter_story_ids(decoder_tokenizer, iter(stories), batch_size=size)
+        assert isinstance(streamed, types.GeneratorType)
+        assert list(streamed) == whole
+    assert tk.encode_stories(decoder_tokenizer, stories) == whole
+    assert pack_blocks(tk.iter_story_ids(decoder_tokenizer, stories, batch_size=3), 8).equal(pack_blocks(whole, 8))
+    tok = TokenIds.from_tokenizer(encoder_tokenizer)
+    plain = encoder_tokenizer(stories, add_special_tokens=False)["input_ids"]
+    assert pack_encoder_blocks(tk.iter_story_ids(encoder_tokenizer, stories, add_eot=False, batch_size=4), 8, tok.cls_id,
+                               tok.sep_id).equal(pack_encoder_blocks(plain, 8, tok.cls_id, tok.sep_id))
+    with pytest.raises(ValueError, match="batch_size"):
+        list(tk.iter_story_ids(decoder_tokenizer, stories, batch_size=0))
+
+
 def test_end_of_text_id(decoder_tokenizer, encoder_tokenizer):
     assert tk.end_of_text_id(decoder_tokenizer) == 1
     with pytest.raises(ValueError, match="no <\\|endoftext\\|> token"):

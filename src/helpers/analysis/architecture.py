@@ -38,7 +38,7 @@ from scipy import stats
 from helpers.core.stats import wilson_interval
 from helpers.data.blocks import PackedBlocks, pack_blocks
 from helpers.data.normalisation import split_sentences
-from helpers.data.tokenizers import encode_stories
+from helpers.data.tokenizers import iter_story_ids
 from helpers.evaluation.lm_scoring import causal_scores
 from helpers.models.compressor import shifted_token_nll
 from helpers.models.decoder import DecoderSpec, build_decoder, count_parameters, flops_per_token
@@ -245,8 +245,8 @@ def contrastive_data(tokenizer, texts: Sequence[str], block: int, fraction: floa
     shuffled = [s for s in (shuffle_sentences(texts[i], rng) for i in chosen) if s is not None]
     if not shuffled:
         raise ValueError("no story has two sentences to shuffle")
-    normal = pack_blocks(encode_stories(tokenizer, texts, add_eot=True), block)
-    shuf = pack_blocks(encode_stories(tokenizer, shuffled, add_eot=True), block)
+    normal = pack_blocks(iter_story_ids(tokenizer, texts, add_eot=True), block)
+    shuf = pack_blocks(iter_story_ids(tokenizer, shuffled, add_eot=True), block)
     return ContrastiveBlocks(normal, shuf, fraction, seed), len(shuffled)
 
 

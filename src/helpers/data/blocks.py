@@ -3,7 +3,7 @@ deterministic, resumable batch order (:class:`PackedBlocks`).
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 import torch
@@ -11,8 +11,10 @@ import torch
 from helpers.core.seeding import generator
 
 
-def pack_blocks(token_lists: Sequence[Sequence[int]], block: int) -> "torch.Tensor":
-    """Concatenate token lists and cut the stream into ``[n, block]`` rows (the remainder is dropped)."""
+def pack_blocks(token_lists: Iterable[Sequence[int]], block: int) -> "torch.Tensor":
+    """Concatenate token lists and cut the stream into ``[n, block]`` rows (the remainder is dropped). The lists are
+    read once, in order: a generator (:func:`helpers.data.tokenizers.iter_story_ids`) streams them, so only the packed
+    ids are held."""
     if block <= 1:
         raise ValueError(f"block length must be > 1, got {block}")
     flat = np.fromiter((t for ids in token_lists for t in ids), dtype=np.int64)

@@ -24,7 +24,7 @@ import torch
 
 from helpers.core.stats import bootstrap_interval
 from helpers.data.blocks import PackedBlocks
-from helpers.data.tokenizers import encode_stories
+from helpers.data.tokenizers import iter_story_ids
 
 IGNORE = -100
 
@@ -297,9 +297,9 @@ class MaskedBlocks(PackedBlocks):
 def encode_encoder_blocks(tokenizer, texts: Sequence[str], block: int, max_blocks: Optional[int] = None,
                           seed: int = 0, masking: MaskingConfig = MaskingConfig(), **kwargs) -> MaskedBlocks:
     """Encoder documents (e.g. from :func:`helpers.data.normalisation.encoder_segments`) → token ids
-    (:func:`helpers.data.tokenizers.encode_stories`, no end-of-text) → blocks → MaskedBlocks."""
+    (:func:`helpers.data.tokenizers.iter_story_ids`, no end-of-text, streamed) → blocks → MaskedBlocks."""
     tok = TokenIds.from_tokenizer(tokenizer)
-    ids = encode_stories(tokenizer, texts, add_eot=False)
+    ids = iter_story_ids(tokenizer, texts, add_eot=False)  # streamed: only the packed blocks are held
     blocks = pack_encoder_blocks(ids, block, tok.cls_id, tok.sep_id, tok.pad_id, **kwargs)
     if max_blocks is not None:
         blocks = blocks[:max_blocks]

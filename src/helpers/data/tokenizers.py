@@ -10,15 +10,16 @@ Round trip: ``decode(encode(x)) == unicodedata.normalize("NFD", x)`` for any tex
 special-token strings (identical to ``x`` for ASCII and already-decomposed text).
 
 Scale: :func:`train_tokenizer` streams its texts into the trainer (which keeps only counts of
-pre-tokenised words), and :func:`encoding_check` counts tokens and round-trip failures batch by batch (optionally on a bounded first
-sample), so neither holds a corpus or its token ids in memory.
+pre-tokenised words), :func:`encoding_check` counts tokens and round-trip failures batch by batch (optionally on a bounded first
+sample), so neither holds a corpus or its token ids in memory, and :func:`iter_story_ids` yields a corpus's ids story
+by story for packing into blocks (only the packed ids are kept).
 """
 from __future__ import annotations
 
 import unicodedata
 from pathlib import Path
 from itertools import islice
-from typing import Iterable, Literal
+from typing import Iterable, Iterator, Literal
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
@@ -162,12 +163,22 @@ def end_of_text_id(tokenizer, fallback: bool = False) -> int:
     return int(eot)
 
 
+def iter_story_ids(tokenizer: PreTrainedTokenizerFast, stories: Iterable[str], add_eot: bool = True,
+                   batch_size: int = 2048) -> Iterator[list[int]]:
+    """Token ids per story, as :func:`encode_stories`, tokenised ``batch_size`` stories at a time and yielded one by
+    one: only a batch's encodings are held, never a corpus's (a fast tokenizer's encodings keep tokens and offsets
+    beside the ids, many times the ids' size). The ids do not depend on ``batch_size``: each text is tokenised on
+    its own."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+    eot = end_of_text_id(tokenizer) if add_eot else None
+    it = iter(stories)
+    while batch := list(islice(it, batch_size)):
+        for ids in tokenizer(batch, add_special_tokens=False)["input_ids"]:
+            yield ids + [eot] if add_eot else ids
+
+
 def encode_stories(tokenizer: PreTrainedTokenizerFast, stories: Iterable[str], add_eot: bool = True) -> list[list[int]]:
     """Token ids per story (or any text: prompts too), without special tokens; with ``add_eot`` each ends with
-    ``<|endoftext|>`` (decoder packing)."""
-    stories = list(stories)
-    ids = tokenizer(stories, add_special_tokens=False)["input_ids"] if stories else []
-    if add_eot:
-        eot = end_of_text_id(tokenizer)
-        ids = [x + [eot] for x in ids]
-    return ids
+    ``<|endoftext|>`` (decoder packing). For a corpus, :func:`iter_story_ids` streams the same ids."""
+    return list(iter_story_ids(tokenizer, stories, add_eot))

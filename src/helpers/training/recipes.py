@@ -42,7 +42,7 @@ from helpers.data.corpus_files import read_corpus
 from helpers.data.ledger import Ledger
 from helpers.data.masking import LongPhaseBlocks, MaskedBlocks, MaskingConfig, TokenIds, encode_encoder_blocks, mlm_loss
 from helpers.data.normalisation import encoder_segments
-from helpers.data.tokenizers import encode_stories, end_of_text_id, load_tokenizer, train_tokenizer
+from helpers.data.tokenizers import end_of_text_id, iter_story_ids, load_tokenizer, train_tokenizer
 from helpers.models.decoder import (FAST_PATH_VERSION, DecoderSpec, build_decoder, count_parameters, load_decoder,
                                     regularisation_for_budget, regularisation_for_epochs)
 from helpers.models.ltg_bert import LtgBertForMaskedLM, ltg_bert_config
@@ -56,7 +56,7 @@ from helpers.training.loop import (Placement, TrainConfig, TrainingDiverged, Tra
 def encode_blocks(tokenizer, texts: Sequence[str], block: int, max_blocks: int | None = None, seed: int = 0) -> PackedBlocks:
     """Stories → token ids, each closed by ``<|endoftext|>`` → packed blocks of ``block`` tokens (first
     ``max_blocks`` kept, for bounded validation cost)."""
-    blocks = pack_blocks(encode_stories(tokenizer, texts, add_eot=True), block)
+    blocks = pack_blocks(iter_story_ids(tokenizer, texts, add_eot=True), block)
     if max_blocks is not None:
         blocks = blocks[:max_blocks]
     return PackedBlocks(blocks, seed)
@@ -269,11 +269,16 @@ def plan_decoders(
     ledger = Ledger(data / "ledger.json")
     heldout = [r["text"] for r in read_corpus(data / "tiny-heldout.jsonl")]
     runs = {}
+    encoded: dict[str, tuple] = {}  # budget -> (tokenizer, train blocks, valid blocks): a budget's seeds share them
     for name, budget, run_seed in decoder_seeds(budgets, seeds, train.get("seed", 0)):
-        tok = load_tokenizer(run_dir / "tokenizers" / f"decoder-{budget}")
-        texts = [r["text"] for r in read_corpus(data / f"{budget}.jsonl")]
-        train_data = encode_blocks(tok, texts, model["context"], seed=run_seed)
-        valid_data = encode_blocks(tok, heldout, model["context"], max_blocks=valid_blocks)
+        if budget not in encoded:
+            tok = load_tokenizer(run_dir / "tokenizers" / f"decoder-{budget}")
+            texts = [r["text"] for r in read_corpus(data / f"{budget}.jsonl")]
+            encoded[budget] = (tok, encode_blocks(tok, texts, model["context"]).blocks,
+                               encode_blocks(tok, heldout, model["context"], max_blocks=valid_blocks))
+            del texts
+        tok, blocks, valid_data = encoded[budget]
+        train_data = PackedBlocks(blocks, run_seed)  # the seed orders the blocks; the tensor is shared
         epochs = train_data.epochs(train["steps"], train["batch_size"])
         words = ledger[budget].words
         if regularisation == "words":
