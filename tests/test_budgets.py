@@ -93,3 +93,25 @@ def test_readable_ledger_names_sources_and_moves_a_constant_seed(tmp_path):
     led.add(ledger.CorpusEntry("tiny-7", "tiny", {"tinystories": 7}, 1))
     view, note = reporting.readable_ledger(led.table())
     assert "seed" in view.columns and note == ""
+
+
+def test_corpus_shelf_holds_one_corpus_at_a_time(tmp_path):
+    """Notebook 03 visits every budget's stories: the shelf reads each when asked (checked against the ledger), keeps
+    only the last one, tests membership without reading, and names a missing corpus up front."""
+    stories = [f"story {i} " + "w " * (i % 7 + 1) for i in range(50)]
+    corpus_files.prepare_corpora(tmp_path, stories, {"f": "x"}, [Document("childes", "u " * 5)], {}, [40, 80], [], seed=0)
+    shelf = corpus_files.CorpusShelf(tmp_path, ["tiny-40", "tiny-80"])
+    assert "tiny-80" in shelf and "tiny-5" not in shelf and shelf.reads == 0 and list(shelf) == ["tiny-40", "tiny-80"]
+    small = shelf["tiny-40"]
+    assert small == corpus_files.read_corpus(tmp_path / "tiny-40.jsonl") and shelf["tiny-40"] is small and shelf.reads == 1
+    assert shelf["tiny-80"][: len(small)] == small and shelf.reads == 2
+    assert shelf._held[0] == "tiny-80"  # tiny-40 is no longer held
+    shelf["tiny-40"]
+    assert shelf.reads == 3
+    with pytest.raises(KeyError):
+        shelf["tiny-5"]
+    with pytest.raises(FileNotFoundError, match="tiny-9"):
+        corpus_files.CorpusShelf(tmp_path, ["tiny-40", "tiny-9"])
+    (tmp_path / "tiny-80.jsonl").write_text('{"text": "edited"}\n')
+    with pytest.raises(Exception, match="tiny-80"):
+        shelf["tiny-80"]  # the ledger's check still runs

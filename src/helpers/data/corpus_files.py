@@ -1,13 +1,15 @@
 """The budget corpora as files: the data stage that writes them (:func:`prepare_corpora`: the nested TinyStories
 budgets and BabyLM samples, registered in the ledger) and the readers that check them against the ledger before
-use (:func:`read_corpus`, :func:`verified_corpus`, :func:`iter_texts`).
+use (:func:`read_corpus`, :func:`verified_corpus`, :func:`iter_texts`, :class:`CorpusShelf`).
 
 Scale: :func:`prepare_corpora` takes the stories' word counts when known, so each story is read once, when its
-budget files are written; :func:`iter_texts` streams a corpus file.
+budget files are written; :func:`iter_texts` streams a corpus file; :class:`CorpusShelf` holds one corpus at a time
+for code that visits several (notebook 03's seven budgets are ~5-8 GB of rows together in the paper profile).
 """
 from __future__ import annotations
 
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Iterable, Iterator, Sequence
 
 from helpers.core.artifacts import iter_rows, read_jsonl, write_jsonl
@@ -119,6 +121,37 @@ def iter_texts(path: str | Path, verify: bool = True) -> Iterator[str]:
         verified_corpus(path)
     for r in iter_rows(path):
         yield r["text"]
+
+
+class CorpusShelf(Mapping):
+    """``{name: rows}`` of the corpora ``<folder>/<name>.jsonl`` for ``names``, read (:func:`read_corpus`, with its
+    checks) when first asked for and kept until another one is asked for: a loop over the corpora holds one at a
+    time. Asking again for the one held costs nothing; asking for an earlier one reads it again."""
+
+    def __init__(self, folder: str | Path, names: Iterable[str]):
+        self.folder, self.names = Path(folder), list(dict.fromkeys(names))
+        for name in self.names:  # a missing corpus stops here, naming the notebook to run, not at first use
+            require_output(self.folder / f"{name}.jsonl", "corpus")
+        self._held: tuple[str, list[dict]] | None = None
+        self.reads = 0  # files read so far (what the one-at-a-time rule costs)
+
+    def __getitem__(self, name: str) -> list[dict]:
+        if name not in self.names:
+            raise KeyError(name)
+        if self._held is None or self._held[0] != name:
+            self._held = None  # the one held goes before the next is read
+            self._held = (name, read_corpus(self.folder / f"{name}.jsonl"))
+            self.reads += 1
+        return self._held[1]
+
+    def __contains__(self, name: object) -> bool:  # without reading the corpus (Mapping's default would)
+        return name in self.names
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names)
+
+    def __len__(self) -> int:
+        return len(self.names)
 
 
 def write_corpus(path: str | Path, rows: Iterable[dict]) -> Path:

@@ -295,10 +295,7 @@ def plan_decoders(
     return runs
 
 
-
 # ----------------------------------------------------------------------------- the encoder stage
-
-
 @dataclass
 class EncoderRun:
     """One encoder's mix, tokenizer, masked data and configs (see :func:`plan_encoders`)."""
