@@ -4,7 +4,7 @@ use (:func:`read_corpus`, :func:`verified_corpus`, :func:`iter_texts`, :class:`C
 
 Scale: :func:`prepare_corpora` takes the stories' word counts when known, so each story is read once, when its
 budget files are written; :func:`iter_texts` streams a corpus file; :class:`CorpusShelf` holds one corpus at a time
-for code that visits several (notebook 03's seven budgets are ~5-8 GB of rows together in the paper profile).
+for code that visits several (notebook 03's seven budgets are ≈ 8–10 GB of rows together in the paper profile).
 """
 from __future__ import annotations
 
