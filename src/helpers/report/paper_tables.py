@@ -26,7 +26,8 @@ from helpers.evaluation.finetune import protocol_note, scaled_protocol_tasks
 from helpers.generation.completions import PLAIN_DIR
 from helpers.models import decoder, ltg_bert, registry
 from helpers.report.reporting import fmt_interval
-from helpers.evaluation.zero_shot import PLAIN, average_note, paradigm_mean_interval, paper_ewok_has_context
+from helpers.evaluation.zero_shot import (PAPER_BENCHMARKS, PLAIN, average_note, paradigm_mean_interval,
+                                         paper_ewok_has_context)
 
 # the paper's zero-shot columns (not the task registry: a task added there has no column in the paper's tables)
 ZERO_SHOT = (("blimp", "BLiMP"), ("supplement", "Supp."), ("ewok", "EWoK"))
@@ -130,8 +131,6 @@ def generated_pairs(encoders: Sequence[str]) -> list[tuple[str, str]]:
     return [(e.split("+gen-")[0], e) for e in plain if "+gen-" in e and e.split("+gen-")[0] in plain]
 
 
-#: the paper's benchmarks as Table 2 names them (our columns)
-PAPER_BENCHMARK_COLUMNS = ("BLiMP", "Supp.", "EWoK", "GLUE")
 #: how ``05_ours_vs_paper`` reads an arm of several seeds
 ARM_CAPTION = ("Ours: one row per mix. Where the mix was trained with several seeds, its score is the mean over the "
                "seeds and the interval a Student-t 95 % interval over them (column `interval over`), the spread a "
@@ -143,8 +142,9 @@ def arms_for_paper(ours: pd.DataFrame, intervals: pd.DataFrame,
                    bounds: tuple[float, float] = (0.0, 100.0)) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Our encoder rows of Table 2 (``ours``: one row per model, ``training data`` its name) folded to one row per
     arm (the seeds of one mix, :func:`helpers.evaluation.comparisons.arm_and_seed`), the unit the paper prints one
-    number for. Per benchmark of :data:`PAPER_BENCHMARK_COLUMNS`: with two or more seeds scored, the mean over them
-    and a Student-t 95 % interval over seeds (clipped to ``bounds``); with one, that model's score and its own
+    number for. Per benchmark of :data:`helpers.evaluation.zero_shot.PAPER_BENCHMARKS`: with two or more seeds
+    scored, the mean over them and a Student-t 95 % interval over seeds (clipped to ``bounds``); with one, that
+    model's score and its own
     interval from ``intervals`` (rows model, task, ci_low, ci_high: the bootstrap over items). Returns the rows
     (``training data`` = the arm, ``seeds``; other columns from the arm's first model) and their intervals (model =
     arm, task, ci_low, ci_high, ``seeds``, ``interval over``), the inputs of
@@ -156,7 +156,7 @@ def arms_for_paper(ours: pd.DataFrame, intervals: pd.DataFrame,
     for arm, g in ours.assign(_arm=arm_of).groupby("_arm", sort=False):
         row = g.iloc[0].drop("_arm").to_dict()
         row.update({"training data": arm, "seeds": len(g)})
-        for bench in PAPER_BENCHMARK_COLUMNS:
+        for bench in PAPER_BENCHMARKS:  # our column names
             if bench not in g.columns:
                 continue
             scored = g.dropna(subset=[bench])
