@@ -12,7 +12,9 @@ import pytest
 from helpers.report import findings
 from helpers.evaluation.minimal_pairs import Item
 from helpers.core.stats import wilson_interval
-from helpers.evaluation.word_familiarity import familiarity_table, matched_gap, rarest_word_count, word_counts, words
+from helpers.data.corpus_files import iter_texts, write_corpus
+from helpers.evaluation.word_familiarity import (counts_by_model, familiarity_table, matched_gap, rarest_word_count,
+                                               word_counts, words)
 from helpers.report.evaluation_views import plot_word_familiarity
 
 
@@ -32,6 +34,25 @@ def test_words_and_counts():
     assert words("Didn't Tom see the DOG?") == ["didn", "t", "tom", "see", "the", "dog"]
     counts = word_counts(["The dog ran.", "the dog sat", "A cat."])
     assert counts["the"] == 2 and counts["dog"] == 2 and counts["cat"] == 1 and counts["derek"] == 0
+
+
+def test_counts_by_model_reads_each_budget_once_and_shares_it(tmp_path, monkeypatch):
+    write_corpus(tmp_path / "tiny-1M.jsonl", [{"id": 0, "text": "The dog ran."}, {"id": 1, "text": "the dog"}])
+    write_corpus(tmp_path / "tiny-125k.jsonl", [{"id": 0, "text": "A cat."}])
+    from helpers.evaluation import word_familiarity as wf
+    calls = []
+
+    def counted_iter_texts(path):
+        calls.append(path.name)
+        return iter_texts(path)
+
+    monkeypatch.setattr(wf, "iter_texts", counted_iter_texts)
+    counts = counts_by_model(tmp_path, ["tiny-1M", "tiny-125k", "tiny-1M (plain) (seed 7)", "tiny-1M (seed 7)"])
+    assert sorted(calls) == ["tiny-125k.jsonl", "tiny-1M.jsonl"]  # one read per budget
+    assert counts["tiny-1M"]["dog"] == 2 and counts["tiny-1M"]["cat"] == 0 and counts["tiny-125k"]["cat"] == 1
+    assert counts["tiny-1M (plain) (seed 7)"] is counts["tiny-1M"] is counts["tiny-1M (seed 7)"]
+    with pytest.raises(Exception, match="tiny-9M"):
+        counts_by_model(tmp_path, ["tiny-9M"])  # a budget notebook 01 never wrote is named
 
 
 def test_rarest_word_counts_both_sentences():

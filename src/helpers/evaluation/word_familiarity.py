@@ -18,12 +18,15 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from helpers.core.stats import binomial_replicates, percentile_interval, wilson_interval
+from helpers.data.corpus_files import iter_texts
+from helpers.evaluation.comparisons import corpus_of
 from helpers.evaluation.minimal_pairs import Item
 from helpers.evaluation.zero_shot import BOOTSTRAP_SAMPLES, chance_verdict
 
@@ -44,6 +47,14 @@ def word_counts(texts: Iterable[str]) -> Counter:
     for t in texts:
         counts.update(words(t))
     return counts
+
+
+def counts_by_model(data_dir: str | Path, models: Sequence[str]) -> dict[str, Counter]:
+    """Each model's :func:`word_counts` over its training stories, ``data_dir / "<budget>.jsonl"`` (notebook 01's
+    corpora; the budget is :func:`helpers.evaluation.comparisons.corpus_of` the name). Each budget is read once,
+    streamed, and its counts are shared by the models trained on it (seeds, plain copies)."""
+    by_budget = {b: word_counts(iter_texts(Path(data_dir) / f"{b}.jsonl")) for b in dict.fromkeys(map(corpus_of, models))}
+    return {m: by_budget[corpus_of(m)] for m in models}
 
 
 def rarest_word_count(item: Item, counts: Mapping[str, int]) -> int:
