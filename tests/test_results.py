@@ -94,6 +94,9 @@ def _tables(folder: Path) -> Path:
                   "items": [500], "effect": [1.5], "seed CI low": [-0.5], "seed CI high": [3.5], "item CI low": [0.5],
                   "item CI high": [2.5], "McNemar p": [0.03], "unit": ["points"]}
                  ).to_csv(folder / "05_questions.csv", index=False)
+    pd.DataFrame({"mix": ["baby-1M"], "paper mix": ["baby-10M"], "benchmark": ["BLiMP"], "seeds": [3],
+                  "ours (cpu)": [56.6], "CI low": [55.3], "CI high": [58.0], "paper": [62.1]}
+                 ).to_csv(folder / "05_ours_vs_paper.csv", index=False)
     return folder
 
 
@@ -123,6 +126,9 @@ def test_every_number_of_tiny_tables_is_a_row(tmp_path):
     assert q.loc["effect (interval over items)", ["value", "ci_low", "ci_high"]].tolist() == [1.5, 0.5, 2.5]
     assert q.loc["effect", "unit"] == "percentage points" and q.loc["McNemar p", "unit"] == "p-value"
     assert set(q["model"]) == {"a vs b"} and set(q["n"]) == {500}
+    vs = rows[rows.table == "05_ours_vs_paper"].set_index("column")  # n: our mix's seeds, not the paper's runs
+    assert vs.loc["ours (cpu)", ["value", "ci_low", "ci_high", "n"]].tolist() == [56.6, 55.3, 58.0, 3]
+    assert vs.loc["paper", "value"] == 62.1 and math.isnan(vs.loc["paper", "n"])
 
 
 def test_an_interval_string_becomes_ci_low_and_ci_high(tmp_path):

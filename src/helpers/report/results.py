@@ -67,6 +67,7 @@ class Spec:
     task: str | None = None  # the column naming the task
     ids: tuple[str, ...] = ()  # numeric columns that identify the row (to ``key``)
     n: str | None = None  # the column holding the sample size
+    n_not: tuple[str, ...] = ()  # value columns that sample size does not describe (their rows' n is blank)
     wide: str | None = None  # "model" | "task" | a key name: the value columns' headers are models / tasks / keys
     metric: str | Callable[[Row, str], str] | None = None  # the metric name (a function of row and column)
     unit: str | Callable[[Row, str], str] | None = None  # the unit of every value column (or a function)
@@ -119,7 +120,7 @@ SPECS: dict[str, Spec] = {
                          units={"dev_metric": "fraction (MCC for cola)", "top prediction (%)": "percent"}),
     "05_glue_majority": Spec(model=lambda r: "majority class", n="n_test", metric=_glue_row_metric,
                              unit=lambda r, c: None if c != "score" else "MCC" if r["metric"] == "mcc" else "fraction"),
-    "05_ours_vs_paper": Spec(unit="percent", n="seeds"),
+    "05_ours_vs_paper": Spec(unit="percent", n="seeds", n_not=("paper",)),  # our mix's seeds, not the paper's runs
     "02b_memory_table": Spec(model="kind", ids=("width",), wide="batch", metric="peak training-step memory",
                              unit="MB"),
     "02b_memory_ratio": Spec(ids=("width", "batch"), units={"compressor": "MB", "gpt-neo": "MB",
@@ -373,7 +374,8 @@ def tidy_table(df: pd.DataFrame, table: str, notebook: str = "", spec: Spec | No
             out.append({"table": table, "notebook": notebook, "row": i, "column": c, "model": m,
                         "seed": _seed(m, r), "task": t, "key": "; ".join(k), "metric": metric,
                         "value": math.nan if v is None else v, "ci_low": math.nan if lo is None else lo,
-                        "ci_high": math.nan if hi is None else hi, "unit": unit, "n": math.nan if n is None else n})
+                        "ci_high": math.nan if hi is None else hi, "unit": unit,
+                        "n": math.nan if n is None or c in spec.n_not else n})
     return pd.DataFrame(out, columns=RESULT_COLUMNS)
 
 
