@@ -338,6 +338,8 @@ def test_ours_vs_paper_reads_a_mix_of_several_seeds_as_their_mean_with_a_seed_in
     assert blimp["ours (cpu)"] == pytest.approx(55.0) and blimp["seeds"] == 3
     assert blimp["CI low"] == pytest.approx(55.0 - half) and blimp["interval over"] == "3 seeds (t)"
     assert list(comp.columns).index("seeds") == list(comp.columns).index("CI high") + 1
+    glue = comp.set_index("benchmark").loc["GLUE"]  # no model of the mix scored it: no seeds, not "0 seeds"
+    assert pd.isna(glue["ours (cpu)"]) and pd.isna(glue["seeds"]) and glue["interval over"] == ""
 
 
 def test_ours_vs_paper_clips_a_seed_interval_to_the_accuracy_scale():

@@ -177,13 +177,15 @@ def arms_for_paper(ours: pd.DataFrame, intervals: pd.DataFrame,
 
 def with_interval_kind(comparison: pd.DataFrame, arm_intervals: pd.DataFrame) -> pd.DataFrame:
     """:func:`helpers.evaluation.zero_shot.compare_with_paper`'s table with each row's ``seeds`` and ``interval
-    over`` from :func:`arms_for_paper`'s intervals, after the CI columns."""
+    over`` from :func:`arms_for_paper`'s intervals, after the CI columns (both blank on a row that none of the arm's
+    models scored, e.g. GLUE when the profile fine-tunes nothing)."""
     how = arm_intervals.set_index(["model", "task"])
     keys = list(zip(comparison["mix"], comparison["benchmark"]))
     out = comparison.copy()
     at = list(out.columns).index("CI high") + 1
     out.insert(at, "interval over", [how["interval over"].get(k, "") for k in keys])
-    out.insert(at, "seeds", [int(how["seeds"].get(k, 0)) for k in keys])
+    seeds = [how["seeds"].get(k) for k in keys]  # blank where no model of the arm scored the benchmark
+    out.insert(at, "seeds", pd.array([None if n is None or pd.isna(n) else int(n) for n in seeds], dtype="Int64"))
     return out
 
 
