@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import pytest
 
 from helpers.core import artifacts as A
@@ -35,6 +37,28 @@ def test_run_step_skips(tmp_path):
     assert not A.run_step("s", out, "fp1", make, log=logs.append)
     assert A.run_step("s", out, "fp2", make, log=logs.append)
     assert len(calls) == 2 and logs[1].startswith("[skip]")
+
+
+def test_run_step_with_a_relative_file_path_stamps_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "eval").mkdir()
+    out = Path("eval") / "blimp.jsonl"  # relative to the working folder, as a script passing "runs/cpu/..." makes it
+    assert A.run_step("s", out, "fp1", lambda: A.write_jsonl(out, [{"a": 1}]), log=lambda m: None)
+    assert A.step_problem(out, "fp1") is None and A.step_problem(tmp_path / out, "fp1") is None
+    assert not A.run_step("s", out, "fp1", lambda: 1 / 0, log=lambda m: None)
+
+
+def test_remove_unwritten_takes_only_old_files_of_the_prefix(tmp_path):
+    import os
+    import time
+
+    for name in ("05_a.csv", "05_b.csv", "05b_c.csv", "06_d.csv"):
+        (tmp_path / name).write_text("x")
+        os.utime(tmp_path / name, (1e9, 1e9))
+    os.utime(tmp_path / "05_b.csv")  # rewritten by this run: now
+    gone = A.remove_unwritten([tmp_path, tmp_path / "missing"], "05_", time.time() - 1)
+    assert [f.name for f in gone] == ["05_a.csv"]
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["05_b.csv", "05b_c.csv", "06_d.csv"]
 
 
 def test_jsonl_malformed(tmp_path):

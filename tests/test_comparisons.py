@@ -267,3 +267,27 @@ def test_questions_are_one_family_holm_keeps_the_strong_effect_only():
     assert t.at["marginal", "verdict"].startswith("effect:") and t.at["marginal", "verdict"].endswith(
         "not after Holm's correction over the 3 questions tested")
     assert t.at["none", "verdict"].startswith("no effect larger than")
+
+
+def test_seed_budget_recomputes_the_mde_on_the_first_k_seeds_and_projects_beyond_them():
+    q = [{"question": "q", "a": "A", "b": "B", "task": "BLiMP"}]
+    seeds = [42, 7, 1, 2, 3]  # the order a profile lists (and so trains) them, not sorted
+    shifts = dict(zip(seeds, [0.02, 0.06, -0.01, 0.04, 0.00]))
+    rows = pd.concat([_noisy_rows("A", shifts, seed=1), _noisy_rows("B", dict.fromkeys(seeds, 0.0), seed=2)])
+    t = C.seed_budget(rows, q, most=8).set_index("seeds per arm")
+    assert list(t.index) == list(range(2, 9))
+    full = C.compare_arms(rows, "A", "B", "BLiMP")
+    # with every seed, the measured MDE is the questions table's; the projection from all seeds agrees there
+    assert t.at[5, "MDE with the first k seeds"] == pytest.approx(full["MDE (80 % power)"])
+    assert t.at[5, "MDE projected from all seeds"] == pytest.approx(full["MDE (80 % power)"])
+    # with the first three seeds (42, 7, 1): the table of a run that trained only those
+    first3 = rows[rows["seed"].isin([42, 7, 1])]
+    assert t.at[3, "first seeds"] == "42, 7, 1"
+    assert t.at[3, "MDE with the first k seeds"] == pytest.approx(C.compare_arms(first3, "A", "B", "BLiMP")["MDE (80 % power)"])
+    # beyond the run's seeds only the projection, and it shrinks with n
+    assert np.isnan(t.at[7, "MDE with the first k seeds"]) and t.at[8, "reading"].startswith("projected")
+    proj = t["MDE projected from all seeds"].to_numpy()
+    assert (np.diff(proj) < 0).all()
+    # arms without two shared seeds: one row saying so
+    one = pd.concat([_noisy_rows("A", {42: 0.0}, seed=5), _noisy_rows("B", {42: 0.0}, seed=6)])
+    assert C.seed_budget(one, q).iloc[0]["reading"].startswith("untestable here")

@@ -364,9 +364,19 @@ def _loss_results(names):
     return {n: run(i + 1) for i, n in enumerate(names)}
 
 
+def _budget_rows(arm, shift, seeds=(42, 7, 1, 2, 3), n_items=300):
+    """0/1 item scores of one arm over five seeds (each seed shifted a little), for the seed-budget figure."""
+    rng = np.random.default_rng(len(arm))
+    return pd.concat([pd.DataFrame({"model": arm if s == 42 else f"{arm} (seed {s})", "arm": arm, "seed": s,
+                                    "task": "BLiMP", "item": [f"p/{i}" for i in range(n_items)],
+                                    "value": (rng.random(n_items) < 0.55 + shift * (j % 3)).astype(float)})
+                      for j, s in enumerate(seeds)], ignore_index=True)
+
+
 def _figures():
     """(report figure name, a function drawing it at the cpu run's size)."""
     from helpers.analysis import lexicon
+    from helpers.evaluation import comparisons as C
     from helpers.training import unlikelihood
     from helpers.judge.validity import CORRUPTIONS, VALIDITY_CRITERIA
     from helpers.report import evaluation_views as EV, generation_views as GV, interpret_views as IV, story_views as SV
@@ -433,8 +443,12 @@ def _figures():
          "survives Holm's correction over the 6 questions tested", "yes"),
         ("Repetition fine-tuning changes BLiMP (tiny-1M decoders)", "BLiMP",
          "untestable here: 1 vs 2 seeds per arm, a seed-level interval needs at least two in each", "")] * 2])
+    budget = C.seed_budget(pd.concat([_budget_rows(a, s) for a, s in ((arms[0], 0.02), (arms[1], 0.0))]),
+                           [{"question": "D_gen: generated stories change BLiMP", "a": arms[0], "b": arms[1],
+                             "task": "BLiMP"}], most=10)
     return [
         ("05_questions", lambda: EV.plot_questions(questions, "The study's questions: effects over seeds and over items")),
+        ("05_seed_budget", lambda: EV.plot_seed_budget(budget, "Minimum detectable effect against training seeds per arm")),
         ("02_repetition_probes", lambda: GV.plot_repetition_probes(
             probes, dict(zip(DECODERS, [f"C{i}" for i in range(4)])))),
         ("02_figure1_loss_curves", lambda: reporting.plot_loss_curves(

@@ -141,3 +141,40 @@ def test_a_params_folder_is_a_user_profile(repo):
     assert runner.plan("mine", runner.select(runner.notebooks(), "01", None))[0][1]["profile"] == "mine"
     with pytest.raises(ValueError, match="a user profile is a folder params/<name>/"):
         config.check_profile("nope")
+
+
+def test_a_finished_notebook_leaves_no_output_of_an_earlier_version(tmp_path, monkeypatch):
+    """Tables and figures under a notebook's prefix that its run did not rewrite (renamed since, or written only under
+    a condition that no longer holds) are removed once it finishes; other notebooks' outputs and the outputs of a
+    notebook that did not finish stay."""
+    import papermill as pm
+    from helpers.report import reporting, results
+
+    monkeypatch.setenv("STORYBENCH_REPORTS", str(tmp_path / "reports"))
+    reports = config.reports_dir("smoke")
+    old = [reports / "tables" / "05_old_table.csv", reports / "figures" / "05_old_figure.png",
+           reports / "tables" / "05b_other_notebook.csv", reports / "tables" / "06_other.csv"]
+    for f in old:
+        f.write_text("x")
+        os.utime(f, (1e9, 1e9))  # written long before this run
+    fail = {"now": False}
+
+    def fake_execute(nb, out, **kw):
+        if fail["now"]:
+            raise KeyboardInterrupt
+        (reports / "tables" / "05_kept.csv").write_text("y")
+
+    monkeypatch.setattr(pm, "execute_notebook", fake_execute)
+    monkeypatch.setattr(runner, "tidy_report", lambda *a, **k: None)
+    monkeypatch.setattr(runner, "kernel_name", lambda: None)
+    monkeypatch.setattr(reporting, "write_requirements_lock", lambda profile: None)
+    monkeypatch.setattr(results, "write_results", lambda profile: None)
+    nb05 = [p for p in runner.notebooks() if p.name.startswith("05_")]
+    fail["now"] = True
+    with pytest.raises(runner.RunInterrupted):
+        runner._run("smoke", [(nb05[0], {})], False)
+    assert all(f.exists() for f in old)  # an interrupted notebook removes nothing
+    fail["now"] = False
+    runner._run("smoke", [(nb05[0], {})], False)
+    assert not old[0].exists() and not old[1].exists()
+    assert old[2].exists() and old[3].exists() and (reports / "tables" / "05_kept.csv").exists()

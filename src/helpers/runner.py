@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from helpers.core.artifacts import append_jsonl, write_text
+from helpers.core.artifacts import append_jsonl, remove_unwritten, write_text
 from helpers.core.locking import ProfileBusy, ProfileLock
 from helpers.core.overrides import apply_overrides, parse_overrides, variant_id, variant_roots  # noqa: F401 (variant_id: tests)
 from helpers.core.config import (ParamsError, check_params, check_profile, mask_secrets, params_file,
@@ -397,6 +397,9 @@ def _run(profile: str, todo: list[tuple[Path, dict]], log_output: bool) -> list[
         finally:  # finished, failed or interrupted: the executed copy holds no absolute path and no secret
             tidy_report(out, kernel, secrets)
         dt = time.time() - t0
+        stale = remove_unwritten([out_dir.parent / "tables", out_dir.parent / "figures"], f"{nb_id(nb)}_", t0)
+        if stale:  # an earlier version's outputs this notebook no longer writes: results.csv must not read them
+            print(f"removed {len(stale)} output(s) {nb.name} no longer writes: {', '.join(f.name for f in stale)}", flush=True)
         timings.append({"notebook": nb.name, "seconds": round(dt, 1)})
         record_timing(profile, timings[-1])  # at once: a later failure or interruption does not lose it
         print(f"=== {nb.name} done in {dt / 60:.1f} min", flush=True)

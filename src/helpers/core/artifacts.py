@@ -263,10 +263,24 @@ def run_step(name: str, out: str | os.PathLike, fp: str, fn: Callable[[], Any], 
     if problem not in ("not run yet", "inputs or params changed"):
         log(f"[redo] {name}: {problem}")
     log(f"[run ] {name} ({fp})")
-    out = Path(out)
+    out = Path(out).absolute()  # a path relative to the working folder, not to the output's folder (mark_step_done)
     before = _files(out)
     fn()
     after = _files(out)
     written = [rel for rel, st in after.items() if before.get(rel) != st]
     mark_step_done(out, fp, [_output_base(out) / rel if out.is_dir() else out for rel in written], mutable, step=name)
     return True
+
+
+def remove_unwritten(folders: Iterable[str | os.PathLike], prefix: str, since: float, slack: float = 2.0) -> list[Path]:
+    """Remove the files named ``<prefix>*`` in ``folders`` that were last written before ``since`` (a
+    ``time.time()``; ``slack`` seconds allow for coarse file-system clocks) and return them, sorted. A notebook
+    rewrites every table and figure it makes (atomically, so each gets a new mtime); what it left unwritten is the
+    output of an earlier version (a table since renamed, or one written only under a condition that no longer holds)."""
+    gone = []
+    for folder in map(Path, folders):
+        for f in sorted(folder.glob(f"{prefix}*")) if folder.is_dir() else []:
+            if f.is_file() and f.stat().st_mtime < since - slack:
+                f.unlink()
+                gone.append(f)
+    return sorted(gone)

@@ -49,6 +49,11 @@ ITEM_BUDGET_CAPTION = ("How many scored pairs each question needs. The seed-to-s
                        "the per-item differences A − B). Pairs for ±10 %: the number of pairs at which item noise adds "
                        "at most 10 % to the seed-level SD. Estimated from few seeds, so read the order of magnitude. "
                        "Chance: none applies (a count of pairs).")
+SEED_BUDGET_CAPTION = ("How many training seeds each question needs. MDE with the first k seeds: the minimum detectable "
+                       "effect (80 % power, two-sided 5 %) that the questions table would report had the profile trained "
+                       "only the first k seeds of each arm (the models are the same: a profile with k seeds trains the "
+                       "first k of its list); projected: the same formula at the SD of all the run's seeds. Paired "
+                       "questions only. Chance: none applies (a size of effect in points).")
 ARM_CAPTION = ("Per arm (one recipe, one model per training seed): the mean of its models' accuracies (%) over seeds, "
                "the Student-t 95 % interval of that mean over seeds (none with one seed; clipped to 0-100), the seed SD and the "
                "range. "
@@ -235,6 +240,38 @@ def item_budget(rows: pd.DataFrame, questions: Sequence[Mapping[str, Any]], tole
                     "item share of the variance (%)": 100 * (item_var / n) / now if n and now > 0 else np.nan,
                     f"pairs for ±{100 * tolerance:.0f} %": need, "reading": reading})
         out.append(row)
+    return pd.DataFrame(out)
+
+
+def seed_budget(rows: pd.DataFrame, questions: Sequence[Mapping[str, Any]], most: int | None = None,
+                scale: float = 100.0, power: float = 0.8) -> pd.DataFrame:
+    """Per paired question and k = 2, 3, ... seeds per arm: the seed SD and the minimum detectable effect of the
+    questions table computed on the first k paired seeds only (seeds in their order of first appearance in ``rows``,
+    the order a profile lists and trains them), and the MDE projected at k from the SD of all paired seeds. Rows go
+    up to ``most`` seeds (default: the seeds the run has); beyond them only the projection is filled. Questions
+    whose arms share fewer than two seeds get one row saying so."""
+    out = []
+    for q in questions:
+        base = {"question": q["question"], "task": q["task"], "A": q["a"], "B": q["b"]}
+        sub = _question_rows(rows, q)
+        wide, _, paired = _arm_matrix(sub, q["a"], q["b"], q["task"], scale)
+        if len(paired) < 2:
+            out.append({**base, "seeds per arm": len(paired),
+                        "reading": "untestable here: the arms share fewer than two training seeds"})
+            continue
+        seen = pd.unique(sub.loc[(sub["arm"] == q["a"]) & (sub["task"] == q["task"]), "seed"].astype(int))
+        order = [int(s) for s in seen if int(s) in paired]
+        means = wide.mean(axis=0)
+        diffs = np.array([means[(q["a"], s)] - means[(q["b"], s)] for s in order])
+        sd_all = float(diffs.std(ddof=1))
+        for k in range(2, max(len(order), most or 0) + 1):
+            sd_k = float(diffs[:k].std(ddof=1)) if k <= len(order) else float("nan")
+            out.append({**base, "seeds per arm": k, "first seeds": ", ".join(map(str, order[:k])) if k <= len(order) else "",
+                        "seed SD (first k)": sd_k,
+                        "MDE with the first k seeds": minimum_detectable_effect(sd_k, k, paired=True, power=power),
+                        "MDE projected from all seeds": minimum_detectable_effect(sd_all, k, paired=True, power=power),
+                        "reading": f"measured on {k} of the run's {len(order)} seeds" if k <= len(order)
+                        else f"projected from the SD of the run's {len(order)} seeds"})
     return pd.DataFrame(out)
 
 

@@ -1,6 +1,6 @@
 """Views of notebook 05's evaluation tables that are not the paper's: accuracy by how familiar a minimal pair's
 words are (:func:`helpers.evaluation.word_familiarity.familiarity_table`) and the questions table as a forest plot
-(:func:`plot_questions`), and colours per arm for any figure with one line per seed (:func:`arm_colours`). Each function takes the table its notebook
+(:func:`plot_questions`), the seeds the questions need (:func:`plot_seed_budget`), and colours per arm for any figure with one line per seed (:func:`arm_colours`). Each function takes the table its notebook
 cell built and returns a matplotlib figure (saved by :func:`helpers.report.reporting.save_figure`)."""
 from __future__ import annotations
 
@@ -70,6 +70,33 @@ def plot_questions(questions: pd.DataFrame, title: str = ""):
                        FIGURE_WIDTH - 3.2, font_pt(key="axes.labelsize")))
     if title:
         ax.set_title(wrap(title, FIGURE_WIDTH - 3.2, font_pt(key="axes.titlesize")))
+    return fig
+
+
+def plot_seed_budget(budget: pd.DataFrame, title: str = ""):
+    """The seed-budget table (:func:`helpers.evaluation.comparisons.seed_budget`) as one panel: per paired question,
+    the minimum detectable effect with the first k seeds (markers and a solid line, where the run has them) and
+    projected from all its seeds (dashed), against seeds per arm."""
+    part = budget.dropna(subset=["MDE projected from all seeds"])
+    names = list(dict.fromkeys(zip(part["question"], part["task"])))
+    label = {(q, t): q if t in q else f"{q} ({t})" for q, t in names}  # the task once
+    entries = list(label.values())
+    ncol = 1
+    fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 3.6 + legend_inches(entries, ncol)), layout="constrained")
+    for j, (q, t) in enumerate(names):
+        g = part[(part["question"] == q) & (part["task"] == t)]
+        colour = sns.color_palette("tab10")[j % 10]
+        ax.plot(g["seeds per arm"], g["MDE projected from all seeds"], "--", color=colour, lw=1)
+        ax.plot(g["seeds per arm"], g["MDE with the first k seeds"], "o-", color=colour, label=label[(q, t)])
+    ax.set_yscale("log")
+    ax.set(xlabel="training seeds per arm (paired)",
+           ylabel="minimum detectable effect (points, 80 % power)")
+    ax.set_xticks(sorted(part["seeds per arm"].unique()))
+    fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncol=ncol, frameon=False,
+               fontsize=font_pt(key="legend.fontsize"))
+    if title:
+        ax.set_title(wrap(title + " (solid: measured on the first k seeds; dashed: projected from all)",
+                          FIGURE_WIDTH - 3.2, font_pt(key="axes.titlesize")))
     return fig
 
 

@@ -155,6 +155,7 @@ SPECS: dict[str, Spec] = {
     "05_item_budget": Spec(model=lambda r: f"{r['A']} vs {r['B']}", n="pairs",
                            unit=lambda r, c: "count" if c.startswith(("pairs", "seeds")) else "percent" if c.endswith("(%)")
                            else "percentage points"),
+    "05_seed_budget": Spec(model=lambda r: f"{r['A']} vs {r['B']}", ids=("seeds per arm",), unit="percentage points"),
     "06_attention_target_classes": Spec(unit=lambda r, c: "count" if c == "heads" else "fraction"),
     "06_attention_target_classes_per_head": _CLASS_SHARES,
     "06_attention_paper_observation": Spec(unit="fraction"),
