@@ -43,7 +43,7 @@ def main() -> None:
     for limit in (None, args.limit):
         t = time.perf_counter()
         res = zero_shot.evaluate_model(model, tok, "causal", ["blimp", "supplement", "ewok"], batch_size=512,
-                                       limit_per_task=limit, seed=0)
+                                       limit_per_task=limit, seed=0, progress=False)
         out[limit] = (time.perf_counter() - t, res)
     (full_s, full), (part_s, part) = out[None], out[args.limit]
     pairs = {k: int(r.by_task["pairs"].sum()) for k, (_, r) in out.items()}
