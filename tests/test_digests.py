@@ -80,6 +80,26 @@ def test_model_digests_are_unchanged(tmp_path):
     assert D.model_digest(dec) == _old_model_digest(dec)
 
 
+def test_a_model_digest_does_not_depend_on_the_folder_it_was_loaded_from(tmp_path, monkeypatch):
+    import shutil
+
+    from helpers.models.decoder import build_decoder, load_decoder
+
+    dec = build_decoder(dict(hidden=8, layers=1, heads=2, context=16, window=8, vocab_size=11), seed=0,
+                        bos_token_id=0, eos_token_id=0, pad_token_id=0)
+    dec.save_pretrained(tmp_path / "a")
+    shutil.copytree(tmp_path / "a", tmp_path / "moved" / "b")
+    monkeypatch.chdir(tmp_path)
+    loaded = [load_decoder(tmp_path / "a"), load_decoder("a"), load_decoder(tmp_path / "moved" / "b")]
+    assert {m.config._name_or_path for m in loaded} == {str(tmp_path / "a"), "a", str(tmp_path / "moved" / "b")}
+    assert len({D.model_digest(m) for m in loaded}) == 1
+    assert len({_old_model_digest(m) for m in loaded}) == 3  # the old digest named the folder
+    other = build_decoder(dict(hidden=8, layers=1, heads=2, context=16, window=8, vocab_size=11), seed=1,
+                          bos_token_id=0, eos_token_id=0, pad_token_id=0)
+    other.save_pretrained(tmp_path / "c")
+    assert D.model_digest(load_decoder(tmp_path / "c")) != D.model_digest(loaded[0])  # other weights still count
+
+
 def test_model_folder_digests_are_unchanged(tmp_path):
     (tmp_path / "model.safetensors").write_bytes(b"weights")
     (tmp_path / "config.json").write_text('{"a": 1}')

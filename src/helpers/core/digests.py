@@ -9,6 +9,7 @@ Standard library only at import (the runner and the set-up's model-file check ha
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from pathlib import Path
 from typing import Any, Iterable
@@ -59,15 +60,30 @@ def model_files_digest(model_dir: str | os.PathLike) -> dict[str, str]:
     return out
 
 
+def _config_text(cfg: Any) -> str:
+    """``cfg.to_json_string(use_diff=False)`` with the folder the model was loaded from (``_name_or_path``) blanked,
+    as in a model built in memory: the same weights loaded from another checkout, or through a relative path, are
+    the same model (a digest that named the folder re-scored every model after the repository moved)."""
+    text = cfg.to_json_string(use_diff=False)
+    if '"_name_or_path"' not in text:
+        return text
+    d = json.loads(text)
+    if not d.get("_name_or_path"):
+        return text
+    d["_name_or_path"] = ""
+    return json.dumps(d, indent=2, sort_keys=True) + "\n"
+
+
 def model_digest(model: Any) -> str:
     """SHA-256 (16 hex) of a model in memory: its class name, its config (``config.to_json_string``, where it has
-    one) and every tensor of its state dict (name, shape, dtype and bytes), in name order."""
+    one, without the folder it was loaded from: :func:`_config_text`) and every tensor of its state dict (name,
+    shape, dtype and bytes), in name order."""
     import torch
 
     h = hashlib.sha256(type(model).__name__.encode())
     cfg = getattr(model, "config", None)
     if cfg is not None and hasattr(cfg, "to_json_string"):
-        h.update(cfg.to_json_string(use_diff=False).encode())
+        h.update(_config_text(cfg).encode())
     for name, t in sorted(model.state_dict().items()):
         h.update(name.encode())
         h.update(str(tuple(t.shape)).encode() + str(t.dtype).encode())
