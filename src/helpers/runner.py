@@ -349,7 +349,7 @@ def machine_note(profile: str) -> str | None:
         return None
     return (f"note: {cpu_info()['label']} has no native bf16 (AMX or AVX512-BF16) and no GPU is visible, so training "
             f"runs in fp32: expect the cpu profile to take several times the reference run's hour (README, 'Time, "
-            f"on named CPUs', estimates it: ~6 h). An interrupted run resumes where it stopped: run the same command "
+            f"on named CPUs', estimates it: ~5 h). An interrupted run resumes where it stopped: run the same command "
             f"again")
 
 
