@@ -144,10 +144,9 @@ def arms_for_paper(ours: pd.DataFrame, intervals: pd.DataFrame,
     arm (the seeds of one mix, :func:`helpers.evaluation.comparisons.arm_and_seed`), the unit the paper prints one
     number for. Per benchmark of :data:`helpers.evaluation.zero_shot.PAPER_BENCHMARKS`: with two or more seeds
     scored, the mean over them and a Student-t 95 % interval over seeds (clipped to ``bounds``); with one, that
-    model's score and its own
-    interval from ``intervals`` (rows model, task, ci_low, ci_high: the bootstrap over items). Returns the rows
-    (``training data`` = the arm, ``seeds``; other columns from the arm's first model) and their intervals (model =
-    arm, task, ci_low, ci_high, ``seeds``, ``interval over``), the inputs of
+    model's score and its own interval from ``intervals`` (rows model, task, ci_low, ci_high: the bootstrap over
+    items). Returns the rows (``training data`` = the arm, ``seeds``; other columns from the arm's first model) and
+    their intervals (model = arm, task, ci_low, ci_high, ``seeds``, ``interval over``), the inputs of
     :func:`helpers.evaluation.zero_shot.compare_with_paper`."""
     item_ci = {(m, t): (lo, hi) for m, t, lo, hi in
                zip(intervals["model"], intervals["task"], intervals["ci_low"], intervals["ci_high"])}
