@@ -594,3 +594,30 @@ def test_device_and_precision_are_resolved_once_and_passed_down(monkeypatch, tmp
     spec = dict(hidden=32, layers=2, heads=4, context=W.BLOCK, window=8, vocab_size=W.VOCAB, dropout=0.0)
     recipes.train_decoder("tiny", tr, va, Tok(), spec, cfg, tmp_path / "d")
     assert asked == ["device", "precision"] and seen["place"].requested == ("cpu", "fp32")
+
+
+def test_cached_blocks_tokenise_once_and_map_the_same_ids(tmp_path):
+    """Notebook 02's blocks are packed once per budget, saved, and memory-mapped on every later plan: the same ids
+    (so the same digest: finished decoders keep their fingerprints), and a rerun calls no tokenizer."""
+    from helpers.data.blocks import cached_blocks
+    from helpers.training.recipes import blocks_digest
+
+    made = []
+
+    def make():
+        made.append(1)
+        return pack_blocks([list(range(i, i + 37)) for i in range(20)], 16)
+
+    path, logs = tmp_path / "blocks" / "decoder-tiny.npy", []
+    first = cached_blocks(path, "fp1", make, "decoder blocks tiny", log=logs.append)
+    again = cached_blocks(path, "fp1", make, "decoder blocks tiny", log=logs.append)
+    fresh = make()
+    assert made == [1, 1] and torch.equal(first, fresh)  # the second call packed nothing and torch.equal(again, fresh)
+    assert first.dtype == torch.int64 and logs[-1].startswith("[skip]")
+    assert blocks_digest(PackedBlocks(again, 7)) == blocks_digest(PackedBlocks(fresh, 7))
+    batch = PackedBlocks(again, 7).batch(3, 4)["input_ids"]  # rows gathered from the mapped file, writable copies
+    assert torch.equal(batch, PackedBlocks(fresh, 7).batch(3, 4)["input_ids"])
+    batch[0, 0] = -1
+    assert torch.equal(cached_blocks(path, "fp1", make, log=logs.append), fresh)  # the file is never written through
+    cached_blocks(path, "fp2", make, log=logs.append)  # other inputs: packed again
+    assert len(made) == 3

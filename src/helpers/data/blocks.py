@@ -1,13 +1,15 @@
-"""Token blocks, the models' inputs: token lists packed into fixed-length rows (:func:`pack_blocks`) and read in a
-deterministic, resumable batch order (:class:`PackedBlocks`).
+"""Token blocks, the models' inputs: token lists packed into fixed-length rows (:func:`pack_blocks`), kept on disk
+and memory-mapped (:func:`cached_blocks`), and read in a deterministic, resumable batch order (:class:`PackedBlocks`).
 """
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 import torch
 
+from helpers.core.artifacts import atomic_path, run_step
 from helpers.core.seeding import generator
 
 
@@ -22,6 +24,23 @@ def pack_blocks(token_lists: Iterable[Sequence[int]], block: int) -> "torch.Tens
     if n == 0:
         raise ValueError(f"only {len(flat)} tokens: not enough for one block of {block}")
     return torch.from_numpy(flat[: n * block].reshape(n, block).copy())
+
+
+def cached_blocks(path: str | Path, fp: str, make: Callable[[], "torch.Tensor"], name: str = "blocks",
+                  log: Callable[[str], None] = print) -> "torch.Tensor":
+    """The blocks ``make()`` packs, saved once as ``path`` (``.npy``, int64, atomically; stamped with ``fp``, the
+    inputs' fingerprint) and returned memory-mapped (copy-on-write): a rerun reads no corpus and tokenises nothing,
+    and the rows are paged in as batches touch them instead of being held in memory (the paper profile's budgets are
+    ~860M token ids, ~7 GB as int64). The ids are the same as ``make()``'s, so digests of them do not change."""
+    path = Path(path)
+
+    def write() -> None:
+        blocks = make()
+        with atomic_path(path, suffix=".npy") as tmp:
+            np.save(tmp, np.ascontiguousarray(blocks.numpy(), dtype=np.int64))
+
+    run_step(name, path, fp, write, log=log)
+    return torch.from_numpy(np.load(path, mmap_mode="c"))
 
 
 class PackedBlocks:

@@ -36,7 +36,7 @@ from helpers.core.config import load_params, model_folder_problem, run_dir, show
 from helpers.core.digests import bytes_digest, sha256_file
 from helpers.core.hardware import resolve_precision
 from helpers.core.seeding import generator, seed_everything
-from helpers.data.blocks import PackedBlocks, pack_blocks
+from helpers.data.blocks import PackedBlocks, cached_blocks, pack_blocks
 from helpers.data.budgets import fmt_words
 from helpers.data.corpus_files import read_corpus
 from helpers.data.ledger import Ledger
@@ -64,7 +64,7 @@ def encode_blocks(tokenizer, texts: Sequence[str], block: int, max_blocks: int |
 
 def blocks_digest(data: PackedBlocks) -> str:
     """SHA-256 of the packed token ids (what a run was trained on, whatever produced it)."""
-    return bytes_digest(data.blocks.numpy().tobytes(), 16)
+    return bytes_digest(memoryview(data.blocks.contiguous().numpy()).cast("B"), 16)  # no copy of a mapped file
 
 
 def train_or_skip(
@@ -271,12 +271,13 @@ def plan_decoders(
     runs = {}
     encoded: dict[str, tuple] = {}  # budget -> (tokenizer, train blocks, valid blocks): a budget's seeds share them
     for name, budget, run_seed in decoder_seeds(budgets, seeds, train.get("seed", 0)):
-        if budget not in encoded:
-            tok = load_tokenizer(run_dir / "tokenizers" / f"decoder-{budget}")
-            texts = [r["text"] for r in read_corpus(data / f"{budget}.jsonl")]
-            encoded[budget] = (tok, encode_blocks(tok, texts, model["context"]).blocks,
-                               encode_blocks(tok, heldout, model["context"], max_blocks=valid_blocks))
-            del texts
+        if budget not in encoded:  # the budget's blocks are tokenised once, then memory-mapped from runs/<profile>/blocks
+            tok_dir, stories = run_dir / "tokenizers" / f"decoder-{budget}", data / f"{budget}.jsonl"
+            tok = load_tokenizer(tok_dir)
+            fp = fingerprint("decoder-blocks-v1", sha256_file(tok_dir / "tokenizer.json"), sha256_file(stories), model["context"])
+            blocks = cached_blocks(run_dir / "blocks" / f"decoder-{budget}.npy", fp, lambda: encode_blocks(
+                tok, [r["text"] for r in read_corpus(stories)], model["context"]).blocks, f"decoder blocks {budget}")
+            encoded[budget] = (tok, blocks, encode_blocks(tok, heldout, model["context"], max_blocks=valid_blocks))
         tok, blocks, valid_data = encoded[budget]
         train_data = PackedBlocks(blocks, run_seed)  # the seed orders the blocks; the tensor is shared
         epochs = train_data.epochs(train["steps"], train["batch_size"])
