@@ -48,9 +48,8 @@ def main() -> None:
     (full_s, full), (part_s, part) = out[None], out[args.limit]
     pairs = {k: int(r.by_task["pairs"].sum()) for k, (_, r) in out.items()}
     print(f"\n{'setting':<28}{'pairs':>8}{'seconds':>10}{'pairs/s':>10}")
-    for name, (s, r) in (("every pair (null)", out[None]), (f"{args.limit} per paradigm/task/domain", out[args.limit])):
-        n = int(r.by_task["pairs"].sum())
-        print(f"{name:<28}{n:>8,}{s:>10.1f}{n / s:>10.0f}")
+    for name, limit in (("every pair (null)", None), (f"{args.limit} per paradigm/task/domain", args.limit)):
+        print(f"{name:<28}{pairs[limit]:>8,}{out[limit][0]:>10.1f}{pairs[limit] / out[limit][0]:>10.0f}")
     print(f"ratio (every pair / sample): {full_s / part_s:.2f}x the time for {pairs[None] / pairs[args.limit]:.2f}x the pairs")
     ci_full, ci_part = zero_shot.interval_table({("decoder", "all"): full}), zero_shot.interval_table({("decoder", "s"): part})
     print("\naccuracy (%) and 95 % item interval, every pair vs the sample:")
