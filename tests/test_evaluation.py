@@ -5,6 +5,7 @@ caching, and the transcribed paper tables."""
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 
 import numpy as np
@@ -329,6 +330,21 @@ def test_evaluate_model_caches_per_task(decoder, decoder_tokenizer, tmp_path):
         ev.evaluate_model(decoder, decoder_tokenizer, "causal", reduction="mean", **kw)
     with pytest.raises(ValueError, match="unknown task"):
         ev.evaluate_model(decoder, decoder_tokenizer, "causal", tasks=("glue",), progress=False)
+
+
+def test_a_limit_per_task_keys_each_tasks_cache_by_its_own_number(decoder, decoder_tokenizer, tmp_path):
+    logs: list[str] = []
+    kw = dict(tasks=("supplement", "ewok"), out_dir=tmp_path, name="tiny", progress=False, log=logs.append)
+    before = ev.evaluate_model(decoder, decoder_tokenizer, "causal", limit_per_task=2, **kw)
+    logs.clear()  # raising one task's sample re-scores that task only; the other keeps its cached rows
+    after = ev.evaluate_model(decoder, decoder_tokenizer, "causal", limit_per_task={"supplement": 2, "ewok": 3}, **kw)
+    steps = [m.groups() for m in (re.match(r"\[(skip|run )\] tiny (\w+)", l) for l in logs) if m]
+    assert steps == [("skip", "supplement"), ("run ", "ewok")]
+    counts = after.by_task.set_index("task")["pairs"]
+    assert counts["supplement"] == 5 * 2 and counts["ewok"] == 11 * 3
+    assert [r for r in after.rows if r["task"] == "supplement"] == [r for r in before.rows if r["task"] == "supplement"]
+    with pytest.raises(ValueError, match="gives no limit for 'ewok'"):
+        ev.evaluate_model(decoder, decoder_tokenizer, "causal", limit_per_task={"supplement": 2}, **kw)
 
 
 def test_evaluate_model_mlm_rows_are_auditable(encoder, encoder_tokenizer):

@@ -97,3 +97,19 @@ def test_registry_points_at_the_bundled_folders():
                                                                                        "ewok_filtered"}
     assert len(MP.task_files("blimp")) == 67 and len(MP.task_files("supplement")) == 5
     assert len(MP.task_files("ewok")) == 11
+
+
+def test_a_limit_per_task_is_one_number_or_one_per_task():
+    assert MP.task_limit(30, "ewok") == 30 and MP.task_limit(None, "blimp") is None
+    limits = {"blimp": 1, "supplement": 3, "ewok": None}
+    assert [MP.task_limit(limits, t) for t in MP.TASKS] == [1, 3, None]
+    # each task draws its own sample, the same one a plain number would draw
+    assert MP.load_task("supplement", limits, seed=2) == MP.load_task("supplement", 3, seed=2)
+    assert len(MP.load_task("blimp", limits)) == 67
+    with pytest.raises(ValueError, match="gives no limit for 'ewok'"):  # never every pair by omission
+        MP.load_task("ewok", {"blimp": 1})
+    with pytest.raises(ValueError, match=r"unknown task\(s\) \['ewk'\]"):
+        MP.task_limit({"ewk": 5, "blimp": 1}, "blimp")
+    for bad in (0, -2, 2.5, True, "30"):
+        with pytest.raises(ValueError, match="whole number >= 1 or None"):
+            MP.task_limit({"blimp": bad}, "blimp")

@@ -346,3 +346,9 @@ def test_ours_vs_paper_clips_a_seed_interval_to_the_accuracy_scale():
     ours = pd.DataFrame([{"training data": n, "BLiMP": v} for n, v in [("m", 2.0), ("m (seed 7)", 40.0)]])
     _, ci = paper_tables.arms_for_paper(ours, pd.DataFrame(columns=["model", "task", "ci_low", "ci_high"]))
     assert ci["ci_low"].iloc[0] == 0.0 and ci["ci_high"].iloc[0] == 100.0  # two seeds: one degree of freedom
+
+
+def test_a_limit_per_task_reads_as_words():
+    limit_text = paper_tables.limit_text
+    assert limit_text(30) == "30" and limit_text(None) == "all"
+    assert limit_text({"blimp": 30, "supplement": 200, "ewok": None}) == "BLiMP 30, Supp. 200, EWoK all"

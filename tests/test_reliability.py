@@ -130,6 +130,21 @@ def test_wrong_type_or_range_is_refused_before_anything_runs(repo, old, new, mes
     assert not (repo.parent / "runs").exists()  # nothing was touched
 
 
+@pytest.mark.parametrize("new, message", [
+    ("encoder_limit_per_task: 0", r"encoder_limit_per_task = 0 is not allowed; expected a whole number >= 1"),
+    ("encoder_limit_per_task: {blimp: 2, ewok: 0}", r"encoder_limit_per_task = \{'blimp': 2, 'ewok': 0\} is not allowed"),
+    ("encoder_limit_per_task: {blimp: 2, ewok: many}", r"is not allowed; expected a whole number >= 1, or a mapping"),
+])
+def test_a_bad_limit_per_task_is_refused_before_anything_runs(repo, new, message):
+    for sub, ext in (("notebooks", "ipynb"), ("params/smoke", "yaml")):  # notebook 05 beside the scratch repo's three
+        (repo / sub / f"05_evaluation.{ext}").write_bytes((REPO / sub / f"05_evaluation.{ext}").read_bytes())
+    edit_params(repo, "05", "encoder_limit_per_task: 2", new)
+    with pytest.raises(runner.RunnerError, match=message):
+        runner.plan("smoke", runner.notebooks())
+    edit_params(repo, "05", new, "encoder_limit_per_task: {blimp: 2, supplement: 3, ewok: null}")
+    runner.plan("smoke", runner.notebooks())  # one number per task (null: every pair) is a valid limit
+
+
 def test_yaml_syntax_error_is_one_line_naming_file_and_line(repo, capsys):
     edit_params(repo, "02", "valid_blocks: 8\n", "valid_blocks: [8\n")
     with pytest.raises(runner.RunnerError, match=r"params/smoke/02_decoder_training.yaml:\d+:\d+: YAML syntax error"):

@@ -185,9 +185,9 @@ def _rel(path: Path) -> Path:
         return path
 
 
-# (check, what is expected) per key, wherever the key occurs (top level or inside a dict such as ``train``);
-# a list value is checked element by element
+# (check, what is expected) per key, wherever it occurs (top level or in a dict such as ``train``); lists: per element
 _POS = (lambda v: v > 0, "a number > 0")
+_whole = lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1  # noqa: E731
 _NONNEG = (lambda v: v >= 0, "a number >= 0")
 _PROB = (lambda v: 0 < v <= 1, "a number in (0, 1]")
 _FRAC = (lambda v: 0 <= v < 1, "a number in [0, 1)")
@@ -200,7 +200,7 @@ RANGES: dict[str, tuple] = {
         "tiny_budgets", "baby_budgets", "track_budget", "paper_track_budget", "valid_max_words", "babylm_chunk_lines",
         "word_scale", "valid_blocks", "official_valid_blocks", "causal_batch_size", "mlm_max_tokens",
         "max_new_tokens", "gpteval_max_new_tokens", "instruct_max_new_tokens", "themed_max_new_tokens",
-        "judge_max_concurrency", "judge_timeout", "n_stories", "max_tokens", "epochs", "limit_per_task", "encoder_limit_per_task", "stop_patience", "instruct_steps", "warmup_steps",
+        "judge_max_concurrency", "judge_timeout", "n_stories", "max_tokens", "epochs", "stop_patience", "instruct_steps", "warmup_steps",
         "memory_cap_mb", "memory_widths", "memory_batches", "memory_layers", "memory_heads", "heatmap_heads",
         "selfbleu_prompts", "selfbleu_completions", "max_train_examples", "max_eval_examples", "min_words", "max_words",
         "tokenizer_min_frequency", "tokenizer_check_words", "min_frequency", "index_n", "top_k",
@@ -217,8 +217,9 @@ RANGES: dict[str, tuple] = {
     # a choice among strings (the third element marks it)
     "judge": (lambda v: v in ("local", "openai-compatible", "none"), "one of local, openai-compatible, none", str),
     # a number or a word (the third element ``object`` marks it: no type check against the notebook's default)
-    "workers": (lambda v: v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and v >= 1),
-                "a whole number >= 1 or 'auto'", object),
+    "workers": (lambda v: v == "auto" or _whole(v), "a whole number >= 1 or 'auto'", object),
+    **dict.fromkeys(("limit_per_task", "encoder_limit_per_task"), (lambda v: _whole(v) or (isinstance(v, dict) and all(
+        x is None or _whole(x) for x in v.values())), "a whole number >= 1, or a mapping task -> that or null", object)),
 }
 
 
@@ -320,7 +321,7 @@ def check_value(key: str, value: Any, default: Any = None, where: str = "") -> l
     mixed = key in RANGES and RANGES[key][2:] == (object,)
     if default is not None and not mixed and not _type_ok(value, default):
         return [f"{where}{key} = {value!r} is {_kind(value)}; expected {_kind(default)} (like the default {default!r})"]
-    if isinstance(value, dict):
+    if isinstance(value, dict) and not mixed:
         for k, v in value.items():
             d = default.get(k) if isinstance(default, dict) else None
             errors += check_value(str(k), v, d, f"{where}{key}.")

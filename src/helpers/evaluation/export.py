@@ -45,7 +45,7 @@ from typing import Any, Literal, Sequence
 
 from helpers.core.artifacts import sha256_file, write_json
 from helpers.core.config import shown_path
-from helpers.evaluation.minimal_pairs import TASKS, Item, load_task
+from helpers.evaluation.minimal_pairs import TASKS, Item, Limit, load_task
 from helpers.evaluation.zero_shot import SCORING_VERSION, EvalResult, evaluate_saved
 from helpers.training.model_card import revision
 
@@ -147,7 +147,7 @@ def card_revision(folder: str | Path) -> str:
 
 
 def export(model: str | Path, out: str | Path, tasks: Sequence[str] = TASKS, *, kind: str | None = None,
-           limit_per_task: int | None = None, seed: int = 0, reduction: str | None = None,
+           limit_per_task: Limit = None, seed: int = 0, reduction: str | None = None,
            blimp_version: Literal["filtered", "full"] = "filtered", batch_size: int = 64, max_tokens: int = 2048,
            pred_prefix: str = " ", use_cache: bool = True, progress: bool = True, log=print) -> dict[str, Any]:
     """Score ``model`` (a saved folder) on ``tasks`` and write the predictions and ``results.json`` under ``out``

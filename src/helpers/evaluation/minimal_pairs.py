@@ -220,10 +220,30 @@ def _registered(task: str) -> MinimalPairTask:
     return TASK_REGISTRY[task]
 
 
-def load_task(task: str, limit_per_task: int | None = None, seed: int = 0,
+Limit = int | None | Mapping[str, int | None]  # pairs per paradigm / file: one number for every task, or per task
+
+
+def task_limit(limit: Limit, task: str) -> int | None:
+    """The pairs per paradigm / file that ``limit`` gives ``task``: ``limit`` itself when it is a number (or None:
+    every pair), else ``limit[task]`` (a mapping must name every task it is asked for, so that no task is scored on
+    every pair by omission)."""
+    if isinstance(limit, Mapping):
+        unknown = sorted(set(limit) - set(TASK_REGISTRY))
+        if unknown:
+            raise ValueError(f"limit_per_task names unknown task(s) {unknown}; choose from {tuple(TASK_REGISTRY)}")
+        if task not in limit:
+            raise ValueError(f"limit_per_task {dict(limit)} gives no limit for {task!r}: add it (null for every pair)")
+        limit = limit[task]
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ValueError(f"a limit per paradigm / file must be a whole number >= 1 or None, not {limit!r}")
+    return limit
+
+
+def load_task(task: str, limit_per_task: Limit = None, seed: int = 0,
               blimp_version: Literal["filtered", "full"] = "filtered") -> list[Item]:
-    """The items of a registered task (``limit_per_task``: a seeded sample of at most that many per paradigm / file)."""
-    return _registered(task).load(limit_per_task, seed, blimp_version)
+    """The items of a registered task (``limit_per_task``: a seeded sample of at most that many per paradigm / file,
+    one number for every task or a mapping task -> number, :func:`task_limit`)."""
+    return _registered(task).load(task_limit(limit_per_task, task), seed, blimp_version)
 
 
 def task_files(task: str, blimp_version: str = "filtered") -> list[Path]:

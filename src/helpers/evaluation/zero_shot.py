@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal, Mapping, Sequence
 
@@ -31,7 +31,8 @@ from helpers.core.stats import binomial_replicates, percentile_interval
 from helpers.data.tokenizers import load_tokenizer
 from helpers.generation.completions import PLAIN_DIR
 from helpers.evaluation.lm_scoring import Request, _bar, causal_scores, mlm_scores
-from helpers.evaluation.minimal_pairs import TASK_REGISTRY, TASKS, Item, load_task, task_display, task_files
+from helpers.evaluation.minimal_pairs import (TASK_REGISTRY, TASKS, Item, Limit, load_task, task_display, task_files,
+                                              task_limit)
 from helpers.models.ltg_bert import load_model
 from helpers.models.registry import load_saved
 
@@ -170,7 +171,7 @@ class EvalSettings:
     delimiter: str = " "
     ewok_context: bool = True
     seed: int = 0
-    limit_per_task: int | None = None
+    limit_per_task: Limit = None
     blimp_version: Literal["filtered", "full"] = "filtered"
     batch_size: int = 64
     max_tokens: int = 2048
@@ -272,7 +273,7 @@ def evaluate_model(
     name: str | None = None,
     batch_size: int = 64,
     max_tokens: int = 2048,
-    limit_per_task: int | None = None,
+    limit_per_task: Limit = None,
     seed: int = 0,
     blimp_version: Literal["filtered", "full"] = "filtered",
     ewok_context: bool = True,
@@ -289,7 +290,9 @@ def evaluate_model(
     ``reduction`` (masked LMs): ``"sum"`` or ``"mean"`` PLL; decoders always use the summed log-probability, so
     anything but ``None``/``"sum"`` is refused for ``kind="causal"``. With ``out_dir`` the per-item rows of each
     task are cached in ``out_dir/<task>.jsonl`` (skipped when the weights, tokenizer, settings and data files are
-    unchanged). ``limit_per_task`` takes a seeded sample of at most that many pairs per paradigm / file."""
+    unchanged). ``limit_per_task`` takes a seeded sample of at most that many pairs per paradigm / file: one number
+    for every task or a mapping task -> number (:func:`~helpers.evaluation.minimal_pairs.task_limit`); a task's cache
+    is keyed by its own number, so changing another task's limit re-scores only that task."""
     if kind not in ("causal", "mlm"):
         raise ValueError(f"kind must be 'causal' or 'mlm', not {kind!r}")
     if kind == "causal" and reduction not in (None, "sum"):
@@ -302,7 +305,7 @@ def evaluate_model(
     settings = EvalSettings(kind=kind, reduction=reduction or "sum", delimiter=delimiter, ewok_context=ewok_context,
                             seed=seed, limit_per_task=limit_per_task, blimp_version=blimp_version,
                             batch_size=batch_size, max_tokens=max_tokens)
-    items = {t: load_task(t, limit_per_task, seed, blimp_version) for t in tasks}
+    items = {t: load_task(t, limit_per_task, seed, blimp_version) for t in tasks}  # checks the limits first
     total = sum(2 * len(v) for v in items.values())
     bar = _bar(total, f"{name or 'model'}: {'+'.join(tasks)}", progress) if progress else None
     scorer = make_scorer(model, tokenizer, settings, progress=bar if bar is not None else False)
@@ -322,7 +325,8 @@ def evaluate_model(
                 digests = (model_digest(model), tokenizer_digest(tokenizer))
             out = Path(out_dir) / f"{task}.jsonl"
             data = {p.name: sha256_file(p) for p in task_files(task, blimp_version)}
-            fp = fingerprint(task, digests, settings.cache_key(), data)
+            key = replace(settings, limit_per_task=task_limit(limit_per_task, task)).cache_key()
+            fp = fingerprint(task, digests, key, data)
             ran = run_step(f"{name or 'model'} {task}", out, fp, lambda out=out, run=run: write_jsonl(out, run()),
                            log=log)
             if not ran and bar is not None:

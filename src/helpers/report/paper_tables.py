@@ -28,6 +28,7 @@ from helpers.models import decoder, ltg_bert, registry
 from helpers.report.reporting import fmt_interval
 from helpers.evaluation.zero_shot import (PAPER_BENCHMARKS, PLAIN, average_note, paradigm_mean_interval,
                                          paper_ewok_has_context)
+from helpers.evaluation.minimal_pairs import task_display
 
 # the paper's zero-shot columns (not the task registry: a task added there has no column in the paper's tables)
 ZERO_SHOT = (("blimp", "BLiMP"), ("supplement", "Supp."), ("ewok", "EWoK"))
@@ -407,6 +408,13 @@ def reference_tables(folder: str | Path | None = None) -> dict[str, pd.DataFrame
     return {name: pd.read_csv(folder / f"{name}.csv") for name in REFERENCE_TABLES}
 
 
+def limit_text(limit: Any) -> str:
+    """A ``limit_per_task`` in words: ``"30"``, ``"all"`` (None), or per task (``"BLiMP 30, Supp. 200, EWoK 100"``)."""
+    if isinstance(limit, Mapping):
+        return ", ".join(f"{task_display(t)} {limit_text(n)}" for t, n in limit.items())
+    return "all" if limit is None else str(limit)
+
+
 def setup_lines(p: Mapping[str, Any], n_threads: int, ft_cfg, scale: pd.DataFrame, paper_track: str) -> list[str]:
     """Notebook 05's opening printout from its parameters ``p``: models, threads, pairs per paradigm and the PLL
     reduction; the fine-tuning protocol and its scaled-protocol tasks; how much smaller our models are than the
@@ -414,8 +422,8 @@ def setup_lines(p: Mapping[str, Any], n_threads: int, ft_cfg, scale: pd.DataFram
     decoders, encoders, tasks = p["decoders"], p["encoders"], p["glue_tasks"]
     scaled = scaled_protocol_tasks(tasks, ft_cfg)
     out = [f"profile {p['profile']}: {len(decoders)} decoders, {len(encoders)} encoders, {n_threads} threads; "
-           f"zero-shot pairs per paradigm/task/domain: decoders {p['limit_per_task'] or 'all'}, encoders "
-           f"{p['encoder_limit_per_task'] or 'all'}; PLL reduction for encoders: {p['pll_reduction']}",
+           f"zero-shot pairs per paradigm/task/domain: decoders {limit_text(p['limit_per_task'])}, encoders "
+           f"{limit_text(p['encoder_limit_per_task'])}; PLL reduction for encoders: {p['pll_reduction']}",
            "fine-tuning: " + ("none (glue_encoders is empty)" if not p["glue_encoders"] else
                               ft_cfg.scale_note() or "the paper's protocol"),
            f"fine-tuning tasks without a training file (scaled protocol): {len(scaled)} of {len(tasks)}"
