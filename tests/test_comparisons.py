@@ -86,6 +86,48 @@ def test_items_and_seeds_separate_is_an_effect():
     assert r["seed CI low"] > 0 and r["verdict"].startswith("effect: A higher than B by 6.0 points")
 
 
+def _fixed_item_rows(per_seed_extra: dict[int, int], n_items: int = 60) -> pd.DataFrame:
+    """A and B on the same items in every seed: A wins items 0-5 and loses items 6-9 whatever the seed (so the
+    seed means barely move) and wins ``per_seed_extra[seed]`` more items in that seed; elsewhere they tie."""
+    base = (np.random.default_rng(0).random(n_items) < 0.5).astype(float)
+    frames = []
+    for s, extra in per_seed_extra.items():
+        a, b = base.copy(), base.copy()
+        a[:6], b[:6], a[6:10], b[6:10] = 1, 0, 0, 1
+        a[10:10 + extra], b[10:10 + extra] = 1, 0
+        for arm, v in (("A", a), ("B", b)):
+            frames.append(pd.DataFrame({"model": arm if s == 42 else f"{arm} (seed {s})", "arm": arm, "seed": s,
+                                        "task": "EWoK", "item": [f"d/{i}" for i in range(n_items)], "value": v}))
+    return pd.concat(frames, ignore_index=True)
+
+
+def test_seeds_separate_but_items_do_not_is_not_an_effect():
+    """The converse of the case above: the same few items decide the difference in every seed, so the seed-level
+    interval excludes 0 while another draw of items could reverse it; not an effect, and Holm does not count it."""
+    rows = _fixed_item_rows({42: 0, 7: 1, 1: 0, 2: 1})
+    r = C.compare_arms(rows, "A", "B", "EWoK")
+    assert r["seed CI low"] > 0 and r["item CI low"] < 0 < r["item CI high"]
+    assert r["verdict"].startswith("not shown beyond these items: A higher than B by 4.2 points over seeds on the 60 "
+                                   "items scored, but the item interval [")
+    t = C.questions_table(rows, [{"question": "q", "a": "A", "b": "B", "task": "EWoK"}])
+    assert t.at[0, "seed p"] < 0.05 and t.at[0, "effect after Holm"] == "no" and "Holm" not in t.at[0, "verdict"]
+    line = eval_findings.question_lines(t)[0]
+    assert "not shown beyond these items" in line and "effect:" not in line
+
+
+def test_where_items_are_the_larger_noise_the_verdict_names_their_mde():
+    rows = _fixed_item_rows({42: 0, 7: 1, 1: 0, 2: 0})
+    rows.loc[(rows["arm"] == "A") & (rows["seed"] == 1) & (rows["item"].isin(["d/0", "d/1"])), "value"] = 0
+    r = C.compare_arms(rows, "A", "B", "EWoK")  # seed differences +2, +3, 0, +2 items: the seeds do not separate
+    assert r["seed CI low"] < 0 < r["seed CI high"]
+    assert r["item MDE (80 % power)"] > r["MDE (80 % power)"]
+    assert r["verdict"] == (f"no effect larger than ±{r['item MDE (80 % power)']:.1f} points (80 % power, paired over "
+                            "4 seeds, limited by the items)")
+    # the item MDE is (z.975 + z.8) standard errors of the item interval: 2.80 / 3.92 of its width
+    width = r["item CI high"] - r["item CI low"]
+    assert r["item MDE (80 % power)"] == pytest.approx(width * (1.959964 + 0.841621) / (2 * 1.959964), rel=1e-5)
+
+
 def test_one_seed_per_arm_is_untestable_whatever_the_items_say():
     rows = pd.concat([_rows("A", {42: 0.70}, seed=5), _rows("B", {42: 0.50}, seed=6)])
     r = C.compare_arms(rows, "A", "B", "BLiMP")

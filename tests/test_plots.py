@@ -560,3 +560,12 @@ def test_short_verdict_keeps_the_claim_and_drops_the_design():
         "no effect larger than ±4.1 points"
     assert short_verdict("untestable here: 1 vs 2 seeds per arm, a seed-level interval needs at least two in each; "
                          "the item interval [+1.0, +2.0] measures which items") == "untestable here: 1 vs 2 seeds per arm"
+
+
+def test_short_verdict_of_an_effect_the_items_do_not_carry():
+    from helpers.report.evaluation_views import short_verdict
+    v = ("not shown beyond these items: A higher than B by 1.1 points over seeds on the 1,100 items scored, but the "
+         "item interval [-0.6, +2.8] includes 0 (another draw of items could change the sign)")
+    assert short_verdict(v, "no") == "not shown beyond these items: A higher than B by 1.1 points"
+    assert short_verdict("no effect larger than ±4.2 points (80 % power, paired over 5 seeds, limited by the items)") \
+        == "no effect larger than ±4.2 points"

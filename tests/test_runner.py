@@ -178,3 +178,18 @@ def test_a_finished_notebook_leaves_no_output_of_an_earlier_version(tmp_path, mo
     runner._run("smoke", [(nb05[0], {})], False)
     assert not old[0].exists() and not old[1].exists()
     assert old[2].exists() and old[3].exists() and (reports / "tables" / "05_kept.csv").exists()
+
+
+def test_an_interrupt_names_the_cell_it_stopped_in_or_says_none_had_started(tmp_path):
+    out = tmp_path / "05_evaluation.ipynb"
+    assert runner._running_cell(out) == "before its first cell: the kernel was starting"  # nothing saved yet
+    cells = [{"cell_type": "code", "source": "import pandas as pd", "metadata": {"papermill": {}}},
+             {"cell_type": "code", "source": "zero = score()\nmore", "metadata": {"papermill": {}}}]
+    out.write_text(json.dumps({"cells": cells}))
+    assert runner._running_cell(out) == "before its first cell: the kernel was starting"  # none started
+    cells[0]["metadata"]["papermill"] = {"start_time": "t", "status": "completed"}
+    cells[1]["metadata"]["papermill"] = {"start_time": "t", "status": "running"}
+    out.write_text(json.dumps({"cells": cells}))
+    assert runner._running_cell(out) == "cell 1 ('zero = score()')"
+    out.write_text("{not json")
+    assert "unreadable executed copy" in runner._running_cell(out)

@@ -84,17 +84,21 @@ def declared_defaults(declared: dict) -> dict:
 
 
 def _running_cell(out: Path) -> str:
-    """'cell N (first line)' of the cell an executed copy was running when the kernel died."""
+    """'cell N (first line)' of the cell an executed copy was running when the kernel died; when papermill had not
+    saved a started cell yet (an interrupt while the kernel starts), says so instead."""
+    early = "before its first cell: the kernel was starting"
     try:
         nb = json.loads(out.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return early
     except (OSError, json.JSONDecodeError):
-        return "an unknown cell"
+        return f"a cell that its unreadable executed copy {_short(out)} does not name"
     cells = nb.get("cells", [])
     meta = [c.get("metadata", {}).get("papermill", {}) for c in cells]
     # papermill marks the cell it was in "running", or (after the kernel died) "completed": the last one started
     hits = [i for i, m in enumerate(meta) if m.get("status") == "running"] or [i for i, m in enumerate(meta) if m.get("start_time")]
     if not hits:
-        return "an unknown cell"
+        return early
     i = hits[-1]
     src = "".join(cells[i].get("source", "")).strip().splitlines()
     return f"cell {i}" + (f" ({src[0][:60]!r})" if src else "")

@@ -13,9 +13,12 @@ score per item: 1/0 for a minimal pair, a grade, a loss) — made by :func:`tidy
   initialisation seed used across the arms of a comparison) a Student-t interval of the per-seed differences
   (paired), otherwise Welch's interval of the two arms' seed means. ``n`` is stated.
 
-A difference is called an **effect** only when the seed-level interval excludes 0. Otherwise the verdict gives the
-minimum detectable effect at 80 % power of the design (:func:`helpers.core.stats.minimum_detectable_effect`):
-"no effect larger than ±X". With one seed in an arm nothing can be said about seed noise: the verdict is
+A difference is called an **effect** only when the seed-level interval excludes 0 and the item-level interval
+excludes 0 on the same side: the seeds say it is not one lucky initialisation, the items that it is not one lucky
+draw of items (a question about a task is about its items as much as its models). Seeds apart but items not is
+"not shown beyond these items". Otherwise the verdict gives the minimum detectable effect at 80 % power of the
+design, the larger of the seed-level one (:func:`helpers.core.stats.minimum_detectable_effect`) and the item-level
+one ((z₀.₉₇₅ + z₀.₈) × the item interval's standard error): "no effect larger than ±X". With one seed in an arm nothing can be said about seed noise: the verdict is
 "untestable here". :func:`above_chance_holm` counts "above chance" cells of a model × task grid after Holm's
 correction.
 """
@@ -28,7 +31,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy.stats import t as student_t
+from scipy.stats import norm, t as student_t
 
 from helpers.core.config import load_params
 from helpers.core.stats import (binomial_p_above, holm, items_for_tolerance, mcnemar_exact, minimum_detectable_effect,
@@ -39,11 +42,11 @@ TIDY_COLUMNS = ["model", "arm", "seed", "task", "item", "value"]
 QUESTIONS_CAPTION = ("Each question: arm A minus arm B in points (accuracy × 100) on the items both arms scored. Seed CI: "
                      "Student-t 95 % interval over training seeds (paired seed by seed where the arms share seeds, "
                      "Welch otherwise); MDE: the smallest difference a two-sided 5 % test detects with 80 % power at "
-                     "this seed SD and n; seed p: the t-test's two-sided p-value, 'effect after Holm' whether it stays "
+                     "this seed SD and n (item MDE: the same over items, from the item CI's width); seed p: the t-test's two-sided p-value, 'effect after Holm' whether it stays "
                      "below 0.05 after Holm's correction over the questions; item CI: paired bootstrap 95 % over items "
                      "(seed noise not included). "
-                     "Chance: none applies to a difference (0 = no difference); the verdict reads the seed CI (and Holm for an "
-                     "effect).")
+                     "Chance: none applies to a difference (0 = no difference); the verdict reads both CIs (an effect needs "
+                     "both to exclude 0, and Holm), and the larger MDE.")
 ITEM_BUDGET_CAPTION = ("How many scored pairs each question needs. The seed-to-seed spread of the effect is split into seed noise "
                        "and item noise (per-item variance over seeds vs variance of the seed means; paired questions use "
                        "the per-item differences A − B). Pairs for ±10 %: the number of pairs at which item noise adds "
@@ -170,6 +173,8 @@ def compare_arms(rows: pd.DataFrame, arm_a: str, arm_b: str, task: str, *, scale
     # over items: each arm's seeds averaged item by item, then a paired bootstrap over items
     ia, ib = wide[arm_a].mean(axis=1).to_numpy(), wide[arm_b].mean(axis=1).to_numpy()
     _, item_lo, item_hi = paired_bootstrap_difference(ia, ib, confidence, n_boot, seed)
+    z = norm.ppf(1 - (1 - confidence) / 2)
+    item_mde = float((z + norm.ppf(power)) * (item_hi - item_lo) / (2 * z))  # the item CI's SE, at the same power
     mc_p = np.nan
     if len(seeds[arm_a]) == len(seeds[arm_b]) == 1 and np.isin(ia / scale, (0.0, 1.0)).all() \
             and np.isin(ib / scale, (0.0, 1.0)).all():
@@ -194,8 +199,8 @@ def compare_arms(rows: pd.DataFrame, arm_a: str, arm_b: str, task: str, *, scale
                 "items": len(wide), "A": arm_a, "B": arm_b, "mean A": float(a_by_seed.mean()),
                 "mean B": float(b_by_seed.mean()), "effect": float(effect), "seed CI low": float(lo),
                 "seed CI high": float(hi), "seed p": float(p), "seed SD": float(sd), "MDE (80 % power)": float(mde),
-                "item CI low": float(item_lo), "item CI high": float(item_hi), "McNemar p": float(mc_p),
-                "design": design})
+                "item CI low": float(item_lo), "item CI high": float(item_hi), "item MDE (80 % power)": item_mde,
+                "McNemar p": float(mc_p), "design": design})
     out["verdict"] = verdict(out)
     return out
 
@@ -295,8 +300,10 @@ def arm_summary(intervals: pd.DataFrame, confidence: float = 0.95,
 
 def verdict(row: Mapping[str, Any]) -> str:
     """The words for one comparison (a :func:`compare_arms` row): an effect only when the seed-level interval
-    excludes 0; "no effect larger than ±MDE" when it does not; "untestable here" with fewer than two seeds in an
-    arm (the item interval is then named, and said not to be enough)."""
+    excludes 0 and the item-level one (where given) excludes it on the same side; "not shown beyond these items"
+    when only the seeds separate; "no effect larger than ±MDE" (the larger of the seed and item MDEs) when the seeds
+    do not; "untestable here" with fewer than two seeds in an arm (the item interval is then named, and said not
+    to be enough)."""
     unit = row.get("unit", "points")
     lo, hi, mde = row.get("seed CI low"), row.get("seed CI high"), row.get("MDE (80 % power)")
     if lo is None or hi is None or not (np.isfinite(lo) and np.isfinite(hi)):
@@ -310,9 +317,18 @@ def verdict(row: Mapping[str, Any]) -> str:
         same = "the same scores in every seed" if row.get("effect") == 0 else f"the same difference ({row['effect']:+.1f} {unit}) in every seed"
         return (f"not measurable over seeds: {same} ({row.get('design', '')}), so the seed-level interval has no width; "
                 "are the arms the same models?")
+    ilo, ihi = row.get("item CI low", np.nan), row.get("item CI high", np.nan)
+    side = "higher" if lo > 0 else "lower"
+    if (lo > 0 or hi < 0) and np.isfinite(ilo) and np.isfinite(ihi) and not (ilo > 0 if lo > 0 else ihi < 0):
+        return (f"not shown beyond these items: {row['A']} {side} than {row['B']} by {abs(row['effect']):.1f} {unit} "
+                f"over seeds on the {int(row.get('items', 0)):,} items scored, but the item interval "
+                f"[{ilo:+.1f}, {ihi:+.1f}] includes 0 (another draw of items could change the sign)")
     if lo > 0 or hi < 0:
-        return f"effect: {row['A']} {'higher' if lo > 0 else 'lower'} than {row['B']} by {abs(row['effect']):.1f} {unit}"
-    return f"no effect larger than ±{mde:.1f} {unit} (80 % power, {row.get('design', '')})"
+        return f"effect: {row['A']} {side} than {row['B']} by {abs(row['effect']):.1f} {unit}"
+    item_mde = row.get("item MDE (80 % power)", np.nan)
+    by_items = np.isfinite(item_mde) and item_mde > mde
+    return (f"no effect larger than ±{item_mde if by_items else mde:.1f} {unit} (80 % power, "
+            f"{row.get('design', '')}{', limited by the items' if by_items else ''})")
 
 
 def questions_table(rows: pd.DataFrame, questions: Sequence[Mapping[str, Any]], **kw) -> pd.DataFrame:
@@ -325,11 +341,12 @@ def questions_table(rows: pd.DataFrame, questions: Sequence[Mapping[str, Any]], 
         out.append({"question": q["question"], **compare_arms(_question_rows(rows, q), q["a"], q["b"], q["task"], **kw)})
     cols = ["question", "task", "A", "B", "seeds A", "seeds B", "paired seeds", "items", "mean A", "mean B", "effect",
             "seed CI low", "seed CI high", "seed p", "effect after Holm", "seed SD", "MDE (80 % power)", "item CI low",
-            "item CI high", "McNemar p", "unit", "verdict"]
+            "item CI high", "item MDE (80 % power)", "McNemar p", "unit", "verdict"]
     df = pd.DataFrame(out)
     if "seed p" in df.columns:  # the questions are one family: Holm's correction over those with a seed-level p-value
         tested = int(df["seed p"].notna().sum())
-        df["effect after Holm"] = np.where(df["seed p"].notna(), np.where(holm(df["seed p"].to_numpy(), 0.05), "yes", "no"), "")
+        kept = holm(df["seed p"].to_numpy(), 0.05) & df["verdict"].str.startswith("effect:").to_numpy()
+        df["effect after Holm"] = np.where(df["seed p"].notna(), np.where(kept, "yes", "no"), "")
         for i in df.index[df["verdict"].str.startswith("effect:")]:
             kept = df.at[i, "effect after Holm"] == "yes"
             df.at[i, "verdict"] += (f"; {'it survives' if kept else 'not after'} Holm's correction over the {tested} "
