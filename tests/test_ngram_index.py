@@ -43,6 +43,16 @@ def test_closest_finds_planted_near_copy(real_stories):
     assert index.closest("two words") == []
 
 
+def test_closest_scores_do_not_depend_on_the_other_stories():
+    """The score is the shared n-grams over the text's distinct n-grams of words: words the index never saw must
+    not merge ("dog ran zz1" and "dog ran zz2" are two n-grams), so an index of one story and an index of many
+    give that story the same score (memorisation's shards rely on it)."""
+    stories = ["the dog ran to the park", "a cat and a dog sat", "the dog ran away"]  # only the second knows "and"
+    text = "the dog ran zz1 and the dog ran zz2 then"  # 3-grams: 7 distinct, 1 shared with story 0
+    alone, many = ni.NGramIndex(stories[:1], n=3), ni.NGramIndex(stories, n=3)
+    assert alone.closest(text)[0].score == many.closest(text)[0].score == pytest.approx(1 / 7)
+
+
 def test_longest_shared_run_equals_brute_force_random():
     rng = random.Random(4)
     for trial in range(60):

@@ -430,3 +430,21 @@ def test_notebook_05b_picks_the_real_instruct_files_when_given(tmp_path, monkeyp
         assert p["instruct_valid_file"].endswith("TinyStoriesInstruct-valid.txt"), profile
     for profile in ("cpu", "smoke"):
         assert not config.load_params(profile, "05b").get("instruct_train_file"), profile
+
+
+def test_memorisation_rows_are_the_same_over_any_shards():
+    """The paper profile builds the memorisation indexes over shards of the training stories (memory); every measure
+    is a maximum or a top-k over single stories, so one story per shard gives the rows of one shard for all."""
+    stories = [*STORIES, STORIES[1].replace("Tom", "Sam"), "The dog ran to the park and played with a red ball."]
+    swapped = STORIES[0].replace("Lily", "Max").replace("Tom", "Tim")
+    comps = [STORIES[1], swapped, "A car drove down the long road to the sea.", stories[-1] + " Then it slept."]
+    splits = {"train": (comps, [STORIES[1], STORIES[0], "x y", "z"]), "held-out": (comps[2:], ["x y", "z"])}
+    whole = M.memorisation_rows("m", stories, splits, n=3, shortlist=2, min_words=20)
+    assert M._shards(stories, 10**9) == [(0, len(stories))]
+    for shard_words in (1, 30, 60):  # one story per shard (each is longer than 1 word), then a few per shard
+        shards = M._shards(stories, shard_words)
+        assert shards[0][0] == 0 and shards[-1][1] == len(stories) and len(shards) > 1
+        assert all(a[1] == b[0] for a, b in zip(shards, shards[1:]))  # consecutive, every story once
+        assert M.memorisation_rows("m", stories, splits, n=3, shortlist=2, min_words=20, shard_words=shard_words) == whole
+    with pytest.raises(ValueError, match="shard_words must be >= 1"):
+        M.memorisation_rows("m", stories, splits, shard_words=0)

@@ -34,10 +34,15 @@ def max_rouge2_train(
     if shortlist < 1:
         raise ValueError(f"shortlist must be >= 1; got {shortlist}")
     cand = sorted({m.story_id for c in completions for m in index.closest(c, shortlist)})
+    return _best_rouge(completions, cand, index.stories, n=n, score=score, use_stemmer=use_stemmer)
+
+
+def _best_rouge(completions: Sequence[str], cand: Sequence[int], stories: Sequence[str], **rouge) -> tuple[np.ndarray, np.ndarray]:
+    """Each completion's highest ROUGE against the candidate stories ``cand`` (ids into ``stories``) and its id."""
     best = np.zeros(len(completions))
     best_id = np.full(len(completions), -1, dtype=np.int64)
-    if cand and len(completions):
-        m = rouge_n_matrix(list(completions), [index.stories[j] for j in cand], n=n, score=score, use_stemmer=use_stemmer)
+    if len(cand) and len(completions):
+        m = rouge_n_matrix(list(completions), [stories[j] for j in cand], **rouge)
         arg = m.argmax(axis=1)
         best = m[np.arange(len(completions)), arg]
         best_id = np.where(best > 0, np.asarray(cand, dtype=np.int64)[arg], -1)
@@ -110,8 +115,24 @@ def template_matches(
     return out
 
 
+SHARD_WORDS = 20_000_000  # training words per pair of indexes held at once by memorisation_rows (~4 GB of arrays)
+
+
+def _shards(texts: Sequence[str], shard_words: int) -> list[tuple[int, int]]:
+    """``(start, stop)`` ranges of ``texts`` holding at most ``shard_words`` words each (whitespace words; a story
+    longer than that is a shard of its own): a story never straddles two shards."""
+    out, start, words = [], 0, 0
+    for i, t in enumerate(texts):
+        w = t.count(" ") + 1
+        if words and words + w > shard_words:
+            out.append((start, i))
+            start, words = i, 0
+        words += w
+    return out + [(start, len(texts))] if len(texts) else out
+
+
 def memorisation_rows(model: str, train_texts: Sequence[str], splits, *, n: int = 3, shortlist: int = 20,
-                      min_words: int = 20) -> tuple[list[dict], list[dict]]:
+                      min_words: int = 20, shard_words: int = SHARD_WORDS) -> tuple[list[dict], list[dict]]:
     """Notebook 03's memorisation measures of one model's greedy completions. ``splits``: prompt split name ->
     (completions, the real endings of their prompts). Against the ``train_texts`` (one :class:`NGramIndex` of order
     ``n``, and one with the corpus' names masked) each completion gets its ROUGE-2 against the real ending, its
@@ -119,31 +140,49 @@ def memorisation_rows(model: str, train_texts: Sequence[str], splits, *, n: int 
     ``shortlist``), its longest run of words shared with a training story, with names masked too
     (:func:`template_matches`), and its n-gram overlap with the closest story. Returns one summary row per split
     (means, maxima, the median shared run, exact copies of ``min_words`` words or more and template copies) and the
-    per-completion rows."""
-    index = NGramIndex(list(train_texts), n=n)
+    per-completion rows.
+
+    **Memory.** The two indexes take ~100 bytes per training word each, so they are built over at most
+    ``shard_words`` words of stories at a time (a story never straddles two shards) and dropped before the next
+    shard: the paper profile's 440M-word budget would otherwise need ~90 GB. Every measure is exact under sharding
+    (each is a maximum, or a top-k by shared n-grams with ties to the lower story id, over single stories), so the
+    rows are the same for any ``shard_words`` (tested); the cpu profile's budgets fit in one shard."""
+    if shard_words < 1:
+        raise ValueError(f"shard_words must be >= 1; got {shard_words}")
     names = corpus_names(train_texts)
-    masked_index = NGramIndex([mask_names(t, names) for t in train_texts], n=n)
+    comps = {split: list(c) for split, (c, _) in splits.items()}
+    runs = {split: np.zeros(len(c), dtype=np.int64) for split, c in comps.items()}
+    masked_runs = {split: np.zeros(len(c), dtype=np.int64) for split, c in comps.items()}
+    near: dict[str, list[list[tuple[int, int, float]]]] = {split: [[] for _ in c] for split, c in comps.items()}
+    for start, stop in _shards(train_texts, shard_words):
+        index = NGramIndex(list(train_texts[start:stop]), n=n)
+        masked_index = NGramIndex([mask_names(t, names) for t in train_texts[start:stop]], n=n)
+        for split, cs in comps.items():
+            for i, c in enumerate(cs):
+                runs[split][i] = max(runs[split][i], index.longest_shared_run(c).length)
+                masked_runs[split][i] = max(masked_runs[split][i], masked_index.longest_shared_run(mask_names(c, names)).length)
+                near[split][i] += [(-m.overlap, start + m.story_id, m.score) for m in index.closest(c, shortlist)]
+        del index, masked_index
     summary, per_completion = [], []
-    for split, (comps, endings) in splits.items():
-        comps = list(comps)
-        r2 = rouge2_pairs(comps, list(endings))
-        maxr2 = max_pairwise_rouge2(comps)
-        runs = [index.longest_shared_run(c) for c in comps]
-        r2_train, _ = max_rouge2_train(comps, index, shortlist=shortlist)
-        templ = template_matches(comps, train_texts, names=names, masked_index=masked_index,
-                                 plain_runs=[r.length for r in runs], min_words=min_words)
-        closest = [index.closest(c, 1) for c in comps]
-        for i in range(len(comps)):
+    for split, (_, endings) in splits.items():
+        cs = comps[split]
+        r2 = rouge2_pairs(cs, list(endings))
+        maxr2 = max_pairwise_rouge2(cs)
+        top = [sorted(found)[:shortlist] for found in near[split]]  # the global shortlist: most shared n-grams first
+        r2_train, _ = _best_rouge(cs, sorted({j for t in top for _, j, _ in t}), train_texts, n=2, score="fmeasure",
+                                  use_stemmer=True)
+        plain, masked = runs[split], masked_runs[split]
+        for i in range(len(cs)):
             per_completion.append({"model": model, "prompts": split, "rouge2_vs_ending": r2[i], "max_rouge2_others": maxr2[i],
-                                   "max_rouge2_train": r2_train[i], "masked_shared_run": templ[i]["masked_run"],
-                                   "longest_shared_run": runs[i].length,
-                                   "closest_story_overlap": closest[i][0].score if closest[i] else 0.0})
-        summary.append({"model": model, "prompts": split, "completions": len(comps),
+                                   "max_rouge2_train": r2_train[i], "masked_shared_run": int(masked[i]),
+                                   "longest_shared_run": int(plain[i]),
+                                   "closest_story_overlap": top[i][0][2] if top[i] else 0.0})
+        summary.append({"model": model, "prompts": split, "completions": len(cs),
                         "mean ROUGE-2 vs ending": float(np.mean(r2)), "max ROUGE-2 vs ending": float(np.max(r2)),
                         "mean max ROUGE-2 among generations": float(np.mean(maxr2)),
                         "mean max ROUGE-2 vs training stories": float(np.mean(r2_train)),
                         "max ROUGE-2 vs training stories": float(np.max(r2_train)),
-                        "median longest shared run (words)": float(np.median([r.length for r in runs])),
-                        f"exact copies (≥ {min_words} words)": sum(r.length >= min_words for r in runs),
-                        "template copies (names swapped)": sum(t["template"] for t in templ)})
+                        "median longest shared run (words)": float(np.median(plain)),
+                        f"exact copies (≥ {min_words} words)": int(np.sum(plain >= min_words)),
+                        "template copies (names swapped)": int(np.sum((masked >= min_words) & (plain < min_words)))})
     return summary, per_completion

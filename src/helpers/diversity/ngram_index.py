@@ -193,9 +193,11 @@ class NGramIndex:
         ids = self._ids(text)
         if ids.size < self.n:
             return []
-        # distinct n-grams of the text, including those absent from the corpus (they count in the denominator)
-        windows = np.lib.stride_tricks.sliding_window_view(ids, self.n)
-        n_text = len({tuple(w) for w in windows.tolist()})
+        # distinct n-grams of the text's words, including those absent from the corpus (they count in the
+        # denominator); counted on the words, not the ids, where every unknown word is -1 and two n-grams that
+        # differ only in unknown words would count once: the score must not depend on the index's vocabulary
+        words = self._tok(text)
+        n_text = len({tuple(words[i : i + self.n]) for i in range(len(words) - self.n + 1)})
         g = np.unique(self._gram_ids(ids))
         g = g[g >= 0]
         if g.size == 0:
