@@ -115,7 +115,7 @@ def template_matches(
     return out
 
 
-SHARD_WORDS = 20_000_000  # training words per pair of indexes held at once by memorisation_rows (~4 GB of arrays)
+SHARD_WORDS = 20_000_000  # training words per pair of indexes held at once by memorisation_rows (~3.6 GB measured)
 
 
 def _shards(texts: Sequence[str], shard_words: int) -> list[tuple[int, int]]:
@@ -142,15 +142,17 @@ def memorisation_rows(model: str, train_texts: Sequence[str], splits, *, n: int 
     (means, maxima, the median shared run, exact copies of ``min_words`` words or more and template copies) and the
     per-completion rows.
 
-    **Memory.** The two indexes take ~100 bytes per training word each, so they are built over at most
-    ``shard_words`` words of stories at a time (a story never straddles two shards) and dropped before the next
-    shard: the paper profile's 440M-word budget would otherwise need ~90 GB. Every measure is exact under sharding
+    **Memory.** The two indexes take ~154 bytes per training word together (measured at 10M words,
+    ``benchmarks/memorisation_memory.py``), so they are built over at most ``shard_words`` words of stories at a time
+    (a story never straddles two shards) and dropped before the next shard: the paper profile's 440M-word budget
+    would otherwise need ~63 GB. Every measure is exact under sharding
     (each is a maximum, or a top-k by shared n-grams with ties to the lower story id, over single stories), so the
     rows are the same for any ``shard_words`` (tested); the cpu profile's budgets fit in one shard."""
     if shard_words < 1:
         raise ValueError(f"shard_words must be >= 1; got {shard_words}")
     names = corpus_names(train_texts)
     comps = {split: list(c) for split, (c, _) in splits.items()}
+    masked_comps = {split: [mask_names(c, names) for c in cs] for split, cs in comps.items()}  # once, not per shard
     runs = {split: np.zeros(len(c), dtype=np.int64) for split, c in comps.items()}
     masked_runs = {split: np.zeros(len(c), dtype=np.int64) for split, c in comps.items()}
     near: dict[str, list[list[tuple[int, int, float]]]] = {split: [[] for _ in c] for split, c in comps.items()}
@@ -160,7 +162,7 @@ def memorisation_rows(model: str, train_texts: Sequence[str], splits, *, n: int 
         for split, cs in comps.items():
             for i, c in enumerate(cs):
                 runs[split][i] = max(runs[split][i], index.longest_shared_run(c).length)
-                masked_runs[split][i] = max(masked_runs[split][i], masked_index.longest_shared_run(mask_names(c, names)).length)
+                masked_runs[split][i] = max(masked_runs[split][i], masked_index.longest_shared_run(masked_comps[split][i]).length)
                 near[split][i] += [(-m.overlap, start + m.story_id, m.score) for m in index.closest(c, shortlist)]
         del index, masked_index
     summary, per_completion = [], []
