@@ -41,6 +41,7 @@ from helpers.data.corpora import EOT  # noqa: F401 - the end-of-text token, also
 from helpers.data.tokenizers import encode_stories, end_of_text_id, load_tokenizer
 from helpers.generation.decoding import Decoding, sample_next
 from helpers.models.decoder import cache_kwarg, context_length, output_cache
+from helpers.models.decoder_step import stepper_for
 from helpers.models.registry import load_saved, own_generate
 
 
@@ -184,6 +185,9 @@ def _generate_batch(model, prompts, decoding: Decoding, eot_id: int, max_new: in
     ids, mask, pos = ids.to(device), mask.to(device), pos.to(device)
     outputs = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True)
     cache = output_cache(outputs)
+    # GPT-Neo decodes the new tokens through the lean incremental forward (same logits up to float rounding)
+    stepper = stepper_for(model, cache, mask, L + max(0, max_new)) if max_new > 1 else None
+    cache = stepper or cache
     logits = outputs.logits[:, -1, :]
     if k > 1:
         cache.batch_repeat_interleave(k)
@@ -212,8 +216,11 @@ def _generate_batch(model, prompts, decoding: Decoding, eot_id: int, max_new: in
             keep = running.nonzero().squeeze(-1)
             cache.batch_select_indices(keep)
             active, mask, last_pos, nxt = active[keep], mask[keep], last_pos[keep], nxt[keep]
-        mask = torch.cat([mask, torch.ones((len(active), 1), dtype=mask.dtype, device=device)], dim=1)
         last_pos = last_pos + 1
+        if stepper is not None:
+            logits = stepper.step(nxt, last_pos)
+            continue
+        mask = torch.cat([mask, torch.ones((len(active), 1), dtype=mask.dtype, device=device)], dim=1)
         outputs = model(input_ids=nxt[:, None], attention_mask=mask, position_ids=last_pos[:, None],
                         use_cache=True, **cache_kwarg(model, cache))
         cache = output_cache(outputs)
