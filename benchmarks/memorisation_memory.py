@@ -1,7 +1,9 @@
 """Notebook 03's memorisation measures over a large training set: both indexes built over every story at once (the
 baseline, ``memorisation_rows`` before sharding) vs over shards of ``--shard-words`` words one after another (today's
 ``memorisation_rows``, ``SHARD_WORDS`` = 20M by default), in one process: peak resident memory above the process's
-own before each call (a thread samples ``/proc/self/statm`` every 10 ms), wall time, and whether the rows are equal.
+own before each call (a thread samples ``/proc/self/statm`` every 10 ms), wall time, and whether the rows are equal;
+with ``--workers N`` also the shards searched in N worker processes (``memorisation_workers``), timed against one
+after another.
 
     .venv/bin/python benchmarks/memorisation_memory.py --words 10000000 --shard-words 2000000
 
@@ -73,6 +75,8 @@ def main() -> None:
     ap.add_argument("--words", type=int, default=10_000_000)
     ap.add_argument("--shard-words", type=int, default=2_000_000)
     ap.add_argument("--completions", type=int, default=40)
+    ap.add_argument("--workers", type=int, default=0, help="also search the shards in this many worker processes "
+                    "(memorisation_workers) and print the time ratio against one after another")
     a = ap.parse_args()
     texts = corpus(a.words)
     held = list(load_tinystories("tinystories/v2_train_prefix_10k_lines.txt.gz").stories)[: a.completions]
@@ -93,6 +97,11 @@ def main() -> None:
     print(f"at 440M words (the paper profile's largest budget), linearly: every story at once "
           f"~{w_peak / n_words * 440e6 / gb:.0f} GB; shards of {M.SHARD_WORDS:,} words ~{s_peak / a.shard_words * M.SHARD_WORDS / gb:.1f} GB "
           "(plus the stories themselves)")
+    if a.workers > 1:
+        pooled, _, p_sec = peak_during(lambda: M.memorisation_rows("m", texts, splits, shard_words=a.shard_words,
+                                                                 workers=a.workers, log=lambda _: None))
+        print(f"shards in {a.workers} worker processes: {p_sec:.1f} s against {s_sec:.1f} s one after another "
+              f"({s_sec / p_sec:.2f}x; each worker holds one shard's indexes); rows equal: {pooled == sharded}")
 
 
 if __name__ == "__main__":

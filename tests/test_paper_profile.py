@@ -446,5 +446,10 @@ def test_memorisation_rows_are_the_same_over_any_shards():
         assert shards[0][0] == 0 and shards[-1][1] == len(stories) and len(shards) > 1
         assert all(a[1] == b[0] for a, b in zip(shards, shards[1:]))  # consecutive, every story once
         assert M.memorisation_rows("m", stories, splits, n=3, shortlist=2, min_words=20, shard_words=shard_words) == whole
+    # shards searched in two worker processes (the paper profile's memorisation_workers): the same rows
+    logged = []
+    assert M.memorisation_rows("m", stories, splits, n=3, shortlist=2, min_words=20, shard_words=1, workers=2,
+                               log=logged.append) == whole
+    assert any("2 worker processes" in line for line in logged), logged
     with pytest.raises(ValueError, match="shard_words must be >= 1"):
         M.memorisation_rows("m", stories, splits, shard_words=0)

@@ -217,7 +217,7 @@ RANGES: dict[str, tuple] = {
     # a choice among strings (the third element marks it)
     "judge": (lambda v: v in ("local", "openai-compatible", "none"), "one of local, openai-compatible, none", str),
     # a number or a word (the third element ``object`` marks it: no type check against the notebook's default)
-    "workers": (lambda v: v == "auto" or _whole(v), "a whole number >= 1 or 'auto'", object),
+    **dict.fromkeys(("workers", "memorisation_workers"), (lambda v: v == "auto" or _whole(v), "a whole number >= 1 or 'auto'", object)),
     **dict.fromkeys(("limit_per_task", "encoder_limit_per_task"), (lambda v: _whole(v) or (isinstance(v, dict) and all(
         x is None or _whole(x) for x in v.values())), "a whole number >= 1, or a mapping task -> that or null", object)),
 }

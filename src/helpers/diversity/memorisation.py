@@ -10,6 +10,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from helpers.core.parallel import run_jobs
 from helpers.diversity.ngram_index import NGramIndex
 from helpers.diversity.rouge import max_pairwise_rouge2, rouge2_pairs, rouge_n_matrix
 
@@ -131,8 +132,23 @@ def _shards(texts: Sequence[str], shard_words: int) -> list[tuple[int, int]]:
     return out + [(start, len(texts))] if len(texts) else out
 
 
+def shard_matches(texts: Sequence[str], start: int, names: set[str], comps: dict[str, list[str]],
+                  masked_comps: dict[str, list[str]], n: int, shortlist: int) -> dict[str, tuple]:
+    """One shard's part of :func:`memorisation_rows`: its two indexes (order ``n``, plain and with ``names``
+    masked) built over ``texts`` (the stories from number ``start`` on), and per split, for each completion, the
+    longest run shared with a story of the shard, the same with names masked, and the ``shortlist`` closest stories
+    as ``(-overlap, story number, score)``. A module-level function, so that shards can run in worker processes."""
+    index = NGramIndex(list(texts), n=n)
+    masked_index = NGramIndex([mask_names(t, names) for t in texts], n=n)
+    return {split: ([index.longest_shared_run(c).length for c in cs],
+                    [masked_index.longest_shared_run(m).length for m in masked_comps[split]],
+                    [[(-m.overlap, start + m.story_id, m.score) for m in index.closest(c, shortlist)] for c in cs])
+            for split, cs in comps.items()}
+
+
 def memorisation_rows(model: str, train_texts: Sequence[str], splits, *, n: int = 3, shortlist: int = 20,
-                      min_words: int = 20, shard_words: int = SHARD_WORDS) -> tuple[list[dict], list[dict]]:
+                      min_words: int = 20, shard_words: int = SHARD_WORDS, workers: int | str = 1,
+                      log=print) -> tuple[list[dict], list[dict]]:
     """Notebook 03's memorisation measures of one model's greedy completions. ``splits``: prompt split name ->
     (completions, the real endings of their prompts). Against the ``train_texts`` (one :class:`NGramIndex` of order
     ``n``, and one with the corpus' names masked) each completion gets its ROUGE-2 against the real ending, its
@@ -147,7 +163,10 @@ def memorisation_rows(model: str, train_texts: Sequence[str], splits, *, n: int 
     (a story never straddles two shards) and dropped before the next shard: the paper profile's 440M-word budget
     would otherwise need ~63 GB. Every measure is exact under sharding
     (each is a maximum, or a top-k by shared n-grams with ties to the lower story id, over single stories), so the
-    rows are the same for any ``shard_words`` (tested); the cpu profile's budgets fit in one shard."""
+    rows are the same for any ``shard_words`` (tested); the cpu profile's budgets fit in one shard. With several
+    shards, ``workers`` processes (a number, or ``"auto"``: one per CPU thread, but one where a GPU is
+    present; :func:`helpers.core.parallel.run_jobs`) build and search shards side by side, each holding one shard's indexes: memory grows with the workers, the rows
+    do not change."""
     if shard_words < 1:
         raise ValueError(f"shard_words must be >= 1; got {shard_words}")
     names = corpus_names(train_texts)
@@ -156,15 +175,17 @@ def memorisation_rows(model: str, train_texts: Sequence[str], splits, *, n: int 
     runs = {split: np.zeros(len(c), dtype=np.int64) for split, c in comps.items()}
     masked_runs = {split: np.zeros(len(c), dtype=np.int64) for split, c in comps.items()}
     near: dict[str, list[list[tuple[int, int, float]]]] = {split: [[] for _ in c] for split, c in comps.items()}
-    for start, stop in _shards(train_texts, shard_words):
-        index = NGramIndex(list(train_texts[start:stop]), n=n)
-        masked_index = NGramIndex([mask_names(t, names) for t in train_texts[start:stop]], n=n)
-        for split, cs in comps.items():
-            for i, c in enumerate(cs):
-                runs[split][i] = max(runs[split][i], index.longest_shared_run(c).length)
-                masked_runs[split][i] = max(masked_runs[split][i], masked_index.longest_shared_run(masked_comps[split][i]).length)
-                near[split][i] += [(-m.overlap, start + m.story_id, m.score) for m in index.closest(c, shortlist)]
-        del index, masked_index
+    jobs = {f"shard {k + 1} (stories {start:,}-{stop - 1:,})": dict(
+        texts=list(train_texts[start:stop]), start=start, names=names, comps=comps, masked_comps=masked_comps, n=n,
+        shortlist=shortlist) for k, (start, stop) in enumerate(_shards(train_texts, shard_words))}
+    found = run_jobs(shard_matches, jobs, workers, desc=f"memorisation shards of {model}", log=log) \
+        if len(jobs) > 1 else {name: shard_matches(**kw) for name, kw in jobs.items()}
+    for shard in found.values():  # maxima and a pooled shortlist: the order of the shards does not matter
+        for split, (plain, masked, closest) in shard.items():
+            np.maximum(runs[split], plain, out=runs[split])
+            np.maximum(masked_runs[split], masked, out=masked_runs[split])
+            for i, c in enumerate(closest):
+                near[split][i] += c
     summary, per_completion = [], []
     for split, (_, endings) in splits.items():
         cs = comps[split]
