@@ -58,6 +58,22 @@ def timed(fn, repeats):
     return res, best
 
 
+def as_is_and_patched(run, module, attr, value, repeats):
+    """``((result, best seconds), (result, best seconds))`` of ``run()`` as the code is, then with ``module.attr``
+    set to ``value`` (restored afterwards)."""
+    as_is = timed(run, repeats)
+    kept = getattr(module, attr)
+    setattr(module, attr, value)
+    try:
+        return as_is, timed(run, repeats)
+    finally:
+        setattr(module, attr, kept)
+
+
+def tokens(completions) -> int:
+    return sum(len(c) for cs in completions for c in cs)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="runs/cpu/decoders/tiny-1M/best")
@@ -98,25 +114,18 @@ def main():
     # G.generate uses for GPT-Neo) against transformers' own forward with its cache (stepper_for declining)
     print(f"\n{'decoding':<11} {'lean step tok/s':>16} {'HF forward tok/s':>17} {'ratio':>7}  identical")
     for d in [D.Decoding("greedy"), D.Decoding("nucleus", k=5)]:
-        lean, t_lean = timed(lambda: G.generate(fast, ids, d, eot, a.max_new, a.batch, seed=0), a.repeats)
-        kept_stepper, G.stepper_for = G.stepper_for, lambda *args, **kw: None
-        try:
-            plain, t_plain = timed(lambda: G.generate(fast, ids, d, eot, a.max_new, a.batch, seed=0), a.repeats)
-        finally:
-            G.stepper_for = kept_stepper
-        n_lean, n_plain = sum(len(c) for cs in lean for c in cs), sum(len(c) for cs in plain for c in cs)
-        print(f"{d.name:<11} {n_lean / t_lean:>16,.0f} {n_plain / t_plain:>17,.0f} "
-              f"{(n_lean / t_lean) / (n_plain / t_plain):>6.2f}x  {lean == plain}")
+        (lean, t_lean), (plain, t_plain) = as_is_and_patched(
+            lambda: G.generate(fast, ids, d, eot, a.max_new, a.batch, seed=0), G, "stepper_for", lambda *_, **__: None,
+            a.repeats)
+        print(f"{d.name:<11} {tokens(lean) / t_lean:>16,.0f} {tokens(plain) / t_plain:>17,.0f} "
+              f"{(tokens(lean) / t_lean) / (tokens(plain) / t_plain):>6.2f}x  {lean == plain}")
     # nucleus sampling: the shortlist (the top SHORTLIST tokens first, the whole row sorted only when its nucleus is
     # wider) against sorting every row whole, as sample_next did before; the same draws, so the same tokens
     d = D.Decoding("nucleus", k=5)
-    short, t_short = timed(lambda: G.generate(fast, ids, d, eot, a.max_new, a.batch, seed=0), a.repeats)
-    kept, D.SHORTLIST = D.SHORTLIST, 1 << 30  # larger than any vocabulary: every row sorted whole
-    try:
-        whole, t_whole = timed(lambda: G.generate(fast, ids, d, eot, a.max_new, a.batch, seed=0), a.repeats)
-    finally:
-        D.SHORTLIST = kept
-    n_short, n_whole = sum(len(c) for cs in short for c in cs), sum(len(c) for cs in whole for c in cs)
+    kept = D.SHORTLIST
+    (short, t_short), (whole, t_whole) = as_is_and_patched(  # 1 << 30: larger than any vocabulary, every row sorted
+        lambda: G.generate(fast, ids, d, eot, a.max_new, a.batch, seed=0), D, "SHORTLIST", 1 << 30, a.repeats)
+    n_short, n_whole = tokens(short), tokens(whole)
     print(f"\nnucleus-5 sampling, shortlist of {kept} vs every row sorted whole: {n_short / t_short:,.0f} vs "
           f"{n_whole / t_whole:,.0f} tok/s ({(n_short / t_short) / (n_whole / t_whole):.2f}x); "
           f"identical completions: {short == whole}")
