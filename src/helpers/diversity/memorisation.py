@@ -164,9 +164,9 @@ def memorisation_rows(model: str, train_texts: Sequence[str], splits, *, n: int 
     would otherwise need ~63 GB. Every measure is exact under sharding
     (each is a maximum, or a top-k by shared n-grams with ties to the lower story id, over single stories), so the
     rows are the same for any ``shard_words`` (tested); the cpu profile's budgets fit in one shard. With several
-    shards, ``workers`` processes (a number, or ``"auto"``: one per CPU thread, but one where a GPU is
-    present; :func:`helpers.core.parallel.run_jobs`) build and search shards side by side, each holding one shard's indexes: memory grows with the workers, the rows
-    do not change."""
+    shards, ``workers`` processes (a number, or ``"auto"``: one per CPU thread, but one where a GPU is present;
+    :func:`helpers.core.parallel.run_jobs`) build and search shards side by side, each holding one shard's indexes:
+    memory grows with the workers, the rows do not change."""
     if shard_words < 1:
         raise ValueError(f"shard_words must be >= 1; got {shard_words}")
     names = corpus_names(train_texts)

@@ -76,10 +76,6 @@ class DecoderStepper:
                 fc_w=block.mlp.c_fc.weight, fc_b=block.mlp.c_fc.bias,
                 proj_w=block.mlp.c_proj.weight, proj_b=block.mlp.c_proj.bias))
 
-    @property
-    def rows(self) -> int:
-        return self.valid.size(0)
-
     @torch.no_grad()
     def step(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Feed ``tokens`` [B] at ``positions`` [B] (each row's position id) into the next slot; the logits [B, V]
