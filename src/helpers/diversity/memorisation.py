@@ -138,7 +138,7 @@ def shard_matches(texts: Sequence[str], start: int, names: set[str], comps: dict
     masked) built over ``texts`` (the stories from number ``start`` on), and per split, for each completion, the
     longest run shared with a story of the shard, the same with names masked, and the ``shortlist`` closest stories
     as ``(-overlap, story number, score)``. A module-level function, so that shards can run in worker processes."""
-    index = NGramIndex(list(texts), n=n)
+    index = NGramIndex(texts, n=n)
     masked_index = NGramIndex([mask_names(t, names) for t in texts], n=n)
     return {split: ([index.longest_shared_run(c).length for c in cs],
                     [masked_index.longest_shared_run(m).length for m in masked_comps[split]],
