@@ -16,10 +16,16 @@ score per item: 1/0 for a minimal pair, a grade, a loss) — made by :func:`tidy
 A difference is called an **effect** only when the seed-level interval excludes 0 and the item-level interval
 excludes 0 on the same side: the seeds say it is not one lucky initialisation, the items that it is not one lucky
 draw of items (a question about a task is about its items as much as its models). Seeds apart but items not is
-"not shown beyond these items". Otherwise the verdict gives the minimum detectable effect at 80 % power of the
-design, the larger of the seed-level one (:func:`helpers.core.stats.minimum_detectable_effect`) and the item-level
-one ((z₀.₉₇₅ + z₀.₈) × the item interval's standard error): "no effect larger than ±X". With one seed in an arm nothing can be said about seed noise: the verdict is
-"untestable here". :func:`above_chance_holm` counts "above chance" cells of a model × task grid after Holm's
+"not shown beyond these items". Otherwise the verdict reads the result's own interval, "not shown: effect in [L, U]
+(95 % over n seeds)" (:func:`helpers.core.claims.interval_null`), and equivalence only by two one-sided tests
+against the margin δ the question set before the run (``delta``): "equivalent within ±δ" when the 90 % seed-level
+interval lies inside ±δ, else "inconclusive" (:func:`helpers.core.claims.equivalence_claim`). The minimum detectable
+effect at 80 % power (exact, by the noncentral t: :func:`helpers.core.stats.minimum_detectable_effect`) is a column
+describing the design, never a verdict. With one seed in an arm nothing can be said about seed noise: the verdict
+is "untestable here". A question with ``role: positive control`` (a contrast with a large expected effect through
+the same pipeline and seeds) is shown beside the questions, outside Holm's family; a sensitivity set of rows (the
+encoders under the summed PLL) recomputes each question beside the pre-registered one and a verdict that flips
+under it says so. :func:`above_chance_holm` counts "above chance" cells of a model × task grid after Holm's
 correction.
 """
 from __future__ import annotations
@@ -33,30 +39,42 @@ import numpy as np
 import pandas as pd
 from scipy.stats import norm, t as student_t
 
+from helpers.core.claims import equivalence_claim, interval_null
 from helpers.core.config import load_params
-from helpers.core.stats import (binomial_p_above, holm, items_for_tolerance, mcnemar_exact, minimum_detectable_effect,
-                                paired_bootstrap_difference, seed_item_components, t_interval, wilson_interval)
+from helpers.core.stats import (binomial_p_above, detectable_shift, holm, items_for_tolerance, mcnemar_exact,
+                                minimum_detectable_effect, paired_bootstrap_difference, seed_item_components,
+                                seeds_to_detect, t_interval, tost_interval, wilson_interval)
 from helpers.evaluation.minimal_pairs import task_display
 
 TIDY_COLUMNS = ["model", "arm", "seed", "task", "item", "value"]
+#: the ``role`` of a question that is a positive control (outside Holm's family; its verdict must be an effect)
+POSITIVE_CONTROL = "positive control"
 QUESTIONS_CAPTION = ("Each question: arm A minus arm B in points (accuracy × 100) on the items both arms scored. Seed CI: "
                      "Student-t 95 % interval over training seeds (paired seed by seed where the arms share seeds, "
-                     "Welch otherwise); MDE: the smallest difference a two-sided 5 % test detects with 80 % power at "
-                     "this seed SD and n (item MDE: the same over items, from the item CI's width); seed p: the t-test's two-sided p-value, 'effect after Holm' whether it stays "
-                     "below 0.05 after Holm's correction over the questions; item CI: paired bootstrap 95 % over items "
-                     "(seed noise not included). "
-                     "Chance: none applies to a difference (0 = no difference); the verdict reads both CIs (an effect needs "
-                     "both to exclude 0, and Holm), and the larger MDE.")
+                     "Welch otherwise); MDE: the design's minimum detectable effect, the smallest true difference a "
+                     "two-sided 5 % test detects with 80 % power at this seed SD and n, exact by the noncentral t "
+                     "(paired: df n − 1; unpaired: pooled SD, df 2n − 2; item MDE: the same over items, from the item "
+                     "CI's standard error, normal); seed p: the t-test's two-sided p-value, 'effect after Holm' whether "
+                     "it stays below 0.05 after Holm's correction over the questions (role 'question'; the positive "
+                     "control is outside the family); item CI: paired bootstrap 95 % over items (seed noise not "
+                     "included); δ: the equivalence margin set in the params before the run, TOST 90 % CI: the "
+                     "seed-level interval two one-sided 5 % tests read (equivalent when it lies inside ±δ); "
+                     "'under sum PLL': the same question with the encoders' summed PLL (a sensitivity check; the "
+                     "pre-registered reduction is the mean). Chance: none applies to a difference (0 = no difference); "
+                     "the verdict reads both CIs (an effect needs both to exclude 0, and Holm); a difference not shown "
+                     "reads its own seed interval, never the MDE.")
 ITEM_BUDGET_CAPTION = ("How many scored pairs each question needs. The seed-to-seed spread of the effect is split into seed noise "
                        "and item noise (per-item variance over seeds vs variance of the seed means; paired questions use "
                        "the per-item differences A − B). Pairs for ±10 %: the number of pairs at which item noise adds "
                        "at most 10 % to the seed-level SD. Estimated from few seeds, so read the order of magnitude. "
                        "Chance: none applies (a count of pairs).")
 SEED_BUDGET_CAPTION = ("How many training seeds each question needs. MDE with the first k seeds: the minimum detectable "
-                       "effect (80 % power, two-sided 5 %) that the questions table would report had the profile trained "
-                       "only the first k seeds of each arm (the models are the same: a profile with k seeds trains the "
-                       "first k of its list); projected: the same formula at the SD of all the run's seeds. Paired "
-                       "questions only. Chance: none applies (a size of effect in points).")
+                       "effect (80 % power, two-sided 5 %, exact by the noncentral t) that the questions table would "
+                       "report had the profile trained only the first k seeds of each arm (the models are the same: a "
+                       "profile with k seeds trains the first k of its list); projected: the same at the SD of all the "
+                       "run's seeds. The rule: no question whose MDE exceeds twice its observed effect keeps paying for "
+                       "seeds ('pays for seeds'; the fewest seeds that bring the projected MDE within 2 × |effect|). "
+                       "Paired questions only. Chance: none applies (a size of effect in points).")
 ARM_CAPTION = ("Per arm (one recipe, one model per training seed): the mean of its models' accuracies (%) over seeds, "
                "the Student-t 95 % interval of that mean over seeds (none with one seed; clipped to 0-100), the seed SD and the "
                "range. "
@@ -103,17 +121,36 @@ def tidy_rows(rows: Iterable[Mapping[str, Any]], model: str, task: str, item_key
     return pd.DataFrame(out, columns=TIDY_COLUMNS)
 
 
-def tidy_zero_shot(results: Mapping[tuple[str, str], Any], default_seed: int | Mapping[str, int]) -> pd.DataFrame:
+def summed_pll_correct(rows: pd.DataFrame) -> np.ndarray:
+    """Whether each pair is right under the **summed** PLL, recomputed from rows scored with the per-token mean
+    (``score_* × n_*``: the mean times the scored tokens); an exact tie counts half."""
+    sg, sb = rows["score_good"] * rows["n_good"], rows["score_bad"] * rows["n_bad"]
+    return np.where(sg == sb, 0.5, (sg > sb).astype(float))
+
+
+def tidy_zero_shot(results: Mapping[tuple[str, str], Any], default_seed: int | Mapping[str, int],
+                   reduction: str | None = None) -> pd.DataFrame:
     """Tidy rows of zero-shot minimal-pair results (``{(kind, model): EvalResult}``, as
     :func:`helpers.evaluation.zero_shot.evaluate_many` returns them): one row per scored pair, value 1 when the good
     sentence scored higher (ties as the result's coin decided), item = ``paradigm/pair_id``, task by its display name
     (BLiMP, Supp., EWoK), plus a ``kind`` column (decoder / encoder: a decoder and an encoder may share a name).
-    ``default_seed``: the training seed of a model named without ``(seed N)``, one number or one per kind."""
+    ``default_seed``: the training seed of a model named without ``(seed N)``, one number or one per kind.
+    ``reduction="sum"``: the encoders' pairs (rows scored with the mean PLL and carrying token counts) are judged by
+    the summed PLL instead (:func:`summed_pll_correct`; ties half; an encoder scored with the sum already is kept as
+    scored), the sensitivity check of the questions table; decoders (one reduction) and rows without token counts
+    are left out."""
+    if reduction not in (None, "sum"):
+        raise ValueError(f"reduction must be None (as scored) or 'sum', not {reduction!r}")
     frames = []
     for (kind, model), res in results.items():
         rows = pd.DataFrame(res.rows)
         if rows.empty:
             continue
+        if reduction == "sum":
+            if kind == "decoder" or "n_good" not in rows.columns:
+                continue  # one reduction only: a decoder's summed log-probability
+            if getattr(getattr(res, "settings", None), "reduction", "mean") == "mean":
+                rows = rows.assign(correct=summed_pll_correct(rows))
         seed = default_seed[kind] if isinstance(default_seed, Mapping) else default_seed
         for task, g in rows.groupby("task", sort=False):
             t = tidy_rows(g.to_dict("records"), model, task_display(task), ["paradigm", "pair_id"], "correct", seed)
@@ -122,15 +159,16 @@ def tidy_zero_shot(results: Mapping[tuple[str, str], Any], default_seed: int | M
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["kind", *TIDY_COLUMNS])
 
 
-def _welch(a: np.ndarray, b: np.ndarray, confidence: float) -> tuple[float, float, float, float]:
-    """Welch's interval of mean(a) − mean(b) and its two-sided p-value (NaN when both arms have no spread)."""
+def _welch(a: np.ndarray, b: np.ndarray, confidence: float) -> tuple[float, float, float, float, float, float]:
+    """Welch's interval of mean(a) − mean(b), its two-sided p-value (NaN when both arms have no spread), standard
+    error and Welch–Satterthwaite df."""
     va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
     diff, se = float(a.mean() - b.mean()), math.sqrt(va + vb)
     if se == 0:
-        return diff, diff, diff, float("nan")
+        return diff, diff, diff, float("nan"), 0.0, float("nan")
     df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
     half = float(student_t.ppf(0.5 + confidence / 2, df)) * se
-    return diff, diff - half, diff + half, float(2 * student_t.sf(abs(diff) / se, df))
+    return diff, diff - half, diff + half, float(2 * student_t.sf(abs(diff) / se, df)), se, float(df)
 
 
 def _question_rows(rows: pd.DataFrame, q: Mapping[str, Any]) -> pd.DataFrame:
@@ -154,18 +192,24 @@ def _arm_matrix(rows: pd.DataFrame, arm_a: str, arm_b: str, task: str,
 
 def compare_arms(rows: pd.DataFrame, arm_a: str, arm_b: str, task: str, *, scale: float = 100.0,
                  unit: str = "points", confidence: float = 0.95, power: float = 0.8, n_boot: int = 2000,
-                 seed: int = 0) -> dict[str, Any]:
+                 seed: int = 0, delta: float | None = None) -> dict[str, Any]:
     """Arm ``arm_a`` minus arm ``arm_b`` on ``task`` from tidy ``rows``, over the items both arms scored with every
     seed: the effect, its seed-level interval (paired t over shared seeds, else Welch), the seed SD, the minimum
-    detectable effect at ``power``, the item-level interval (paired bootstrap of the seed-averaged scores) and the
-    verdict. Values are multiplied by ``scale`` (100: shares to points)."""
-    out: dict[str, Any] = {"task": task, "A": arm_a, "B": arm_b, "unit": unit}
+    detectable effect at ``power`` (exact: :func:`helpers.core.stats.minimum_detectable_effect`), the item-level
+    interval (paired bootstrap of the seed-averaged scores), the TOST interval (1 − 2α with α = 1 − ``confidence``:
+    the 90 % interval of two one-sided 5 % tests) against the equivalence margin ``delta`` (in ``unit``, set before the run; None: equivalence not tested), the
+    seeds per arm at which the design would detect twice the observed effect, and the verdict. Values are multiplied
+    by ``scale`` (100: shares to points)."""
+    alpha = 1 - confidence  # each one-sided test of TOST at this level: a (1 − 2α) interval
+    out: dict[str, Any] = {"task": task, "A": arm_a, "B": arm_b, "unit": unit,
+                           "δ (equivalence margin)": float(delta) if delta is not None else np.nan}
     wide, seeds, paired = _arm_matrix(rows, arm_a, arm_b, task, scale)
     if not seeds[arm_a] or not seeds[arm_b]:
         missing = [arm for arm in (arm_a, arm_b) if not seeds[arm]]
         return {**out, "seeds A": 0, "seeds B": 0, "paired seeds": 0, "items": 0, "effect": np.nan,
                 "seed CI low": np.nan, "seed CI high": np.nan, "seed SD": np.nan, "MDE (80 % power)": np.nan,
-                "item CI low": np.nan, "item CI high": np.nan, "McNemar p": np.nan,
+                "item CI low": np.nan, "item CI high": np.nan, "McNemar p": np.nan, "TOST 90 % CI low": np.nan,
+                "TOST 90 % CI high": np.nan, "TOST": "", "seeds to detect 2 × |effect|": np.nan,
                 "verdict": f"untestable here: {', '.join(missing)} not scored on {task} in this run"}
     means = wide.mean(axis=0)
     a_by_seed = np.array([means[(arm_a, s)] for s in seeds[arm_a]])
@@ -174,7 +218,8 @@ def compare_arms(rows: pd.DataFrame, arm_a: str, arm_b: str, task: str, *, scale
     ia, ib = wide[arm_a].mean(axis=1).to_numpy(), wide[arm_b].mean(axis=1).to_numpy()
     _, item_lo, item_hi = paired_bootstrap_difference(ia, ib, confidence, n_boot, seed)
     z = norm.ppf(1 - (1 - confidence) / 2)
-    item_mde = float((z + norm.ppf(power)) * (item_hi - item_lo) / (2 * z))  # the item CI's SE, at the same power
+    # the item CI's standard error, at the same power: thousands of items, so the test statistic is normal
+    item_mde = detectable_shift((item_hi - item_lo) / (2 * z), float("inf"), 1 - confidence, power)
     mc_p = np.nan
     if len(seeds[arm_a]) == len(seeds[arm_b]) == 1 and np.isin(ia / scale, (0.0, 1.0)).all() \
             and np.isin(ib / scale, (0.0, 1.0)).all():
@@ -184,23 +229,31 @@ def compare_arms(rows: pd.DataFrame, arm_a: str, arm_b: str, task: str, *, scale
         diffs = np.array([means[(arm_a, s)] - means[(arm_b, s)] for s in paired])
         effect, lo, hi, n, sd = t_interval(diffs, confidence)
         p = float(2 * student_t.sf(abs(effect) / (sd / math.sqrt(n)), n - 1)) if sd > 0 else float("nan")
-        mde = minimum_detectable_effect(sd, n, paired=True, power=power)
+        mde = minimum_detectable_effect(sd, n, paired=True, alpha=1 - confidence, power=power)
+        tost = tost_interval(effect, sd / math.sqrt(n), n - 1, alpha)
+        need = seeds_to_detect(sd, effect, paired=True, alpha=1 - confidence, power=power)
         design = f"paired over {n} seeds"
     elif len(a_by_seed) >= 2 and len(b_by_seed) >= 2:
-        effect, lo, hi, p = _welch(a_by_seed, b_by_seed, confidence)
+        effect, lo, hi, p, se, df = _welch(a_by_seed, b_by_seed, confidence)
         sd = float(np.sqrt((a_by_seed.var(ddof=1) + b_by_seed.var(ddof=1)) / 2))
         n = min(len(a_by_seed), len(b_by_seed))
-        mde = minimum_detectable_effect(sd, n, paired=False, power=power)
+        mde = minimum_detectable_effect(sd, n, paired=False, alpha=1 - confidence, power=power)
+        tost = tost_interval(effect, se, df, alpha) if se > 0 else (np.nan, np.nan)
+        need = seeds_to_detect(sd, effect, paired=False, alpha=1 - confidence, power=power)
         design = f"{len(a_by_seed)} vs {len(b_by_seed)} seeds, unpaired"
     else:
         effect, lo, hi, sd, mde, p = float(a_by_seed.mean() - b_by_seed.mean()), np.nan, np.nan, np.nan, np.nan, np.nan
+        tost, need = (np.nan, np.nan), np.nan
         design = f"{len(a_by_seed)} vs {len(b_by_seed)} seed{'s' if max(len(a_by_seed), len(b_by_seed)) > 1 else ''}"
     out.update({"seeds A": len(seeds[arm_a]), "seeds B": len(seeds[arm_b]), "paired seeds": len(paired),
                 "items": len(wide), "A": arm_a, "B": arm_b, "mean A": float(a_by_seed.mean()),
                 "mean B": float(b_by_seed.mean()), "effect": float(effect), "seed CI low": float(lo),
                 "seed CI high": float(hi), "seed p": float(p), "seed SD": float(sd), "MDE (80 % power)": float(mde),
                 "item CI low": float(item_lo), "item CI high": float(item_hi), "item MDE (80 % power)": item_mde,
-                "McNemar p": float(mc_p), "design": design})
+                "McNemar p": float(mc_p), "design": design, "TOST 90 % CI low": float(tost[0]),
+                "TOST 90 % CI high": float(tost[1]), "seeds to detect 2 × |effect|": float(need)})
+    out["TOST"] = (equivalence_claim(tost[0], tost[1], delta, unit, alpha=alpha) if np.isfinite(lo) and np.isfinite(hi)
+                   else "")
     out["verdict"] = verdict(out)
     return out
 
@@ -253,8 +306,11 @@ def seed_budget(rows: pd.DataFrame, questions: Sequence[Mapping[str, Any]], most
     """Per paired question and k = 2, 3, ... seeds per arm: the seed SD and the minimum detectable effect of the
     questions table computed on the first k paired seeds only (seeds in their order of first appearance in ``rows``,
     the order a profile lists and trains them), and the MDE projected at k from the SD of all paired seeds. Rows go
-    up to ``most`` seeds (default: the seeds the run has); beyond them only the projection is filled. Questions
-    whose arms share fewer than two seeds get one row saying so."""
+    up to ``most`` seeds (default: the seeds the run has); beyond them only the projection is filled. The budget
+    rule beside them: no question whose MDE exceeds twice its observed effect keeps paying for seeds (``pays for
+    seeds``: the projected MDE at k is at most 2 × |observed effect|; ``seeds for MDE ≤ 2 × |effect|``: the fewest k
+    that does, :func:`helpers.core.stats.seeds_to_detect`). Questions whose arms share fewer than two seeds get one
+    row saying so."""
     out = []
     for q in questions:
         base = {"question": q["question"], "task": q["task"], "A": q["a"], "B": q["b"]}
@@ -269,12 +325,17 @@ def seed_budget(rows: pd.DataFrame, questions: Sequence[Mapping[str, Any]], most
         means = wide.mean(axis=0)
         diffs = np.array([means[(q["a"], s)] - means[(q["b"], s)] for s in order])
         sd_all = float(diffs.std(ddof=1))
+        effect = float(diffs.mean())
+        need = seeds_to_detect(sd_all, effect, paired=True, power=power)
+        base.update({"observed effect": effect, "seeds for MDE ≤ 2 × |effect|": need})
         for k in range(2, max(len(order), most or 0) + 1):
             sd_k = float(diffs[:k].std(ddof=1)) if k <= len(order) else float("nan")
             out.append({**base, "seeds per arm": k, "first seeds": ", ".join(map(str, order[:k])) if k <= len(order) else "",
                         "seed SD (first k)": sd_k,
                         "MDE with the first k seeds": minimum_detectable_effect(sd_k, k, paired=True, power=power),
                         "MDE projected from all seeds": minimum_detectable_effect(sd_all, k, paired=True, power=power),
+                        "pays for seeds (MDE ≤ 2 × |effect|)": "yes" if minimum_detectable_effect(
+                            sd_all, k, paired=True, power=power) <= 2 * abs(effect) else "no",
                         "reading": f"measured on {k} of the run's {len(order)} seeds" if k <= len(order)
                         else f"projected from the SD of the run's {len(order)} seeds"})
     return pd.DataFrame(out)
@@ -298,12 +359,19 @@ def arm_summary(intervals: pd.DataFrame, confidence: float = 0.95,
     return pd.DataFrame(rows)
 
 
+#: seeds per arm beyond which a question is not worth paying seeds for (the budget rule of ``docs/reference_runs.md``)
+SEED_BUDGET_LIMIT = 10
+
+
 def verdict(row: Mapping[str, Any]) -> str:
     """The words for one comparison (a :func:`compare_arms` row): an effect only when the seed-level interval
     excludes 0 and the item-level one (where given) excludes it on the same side; "not shown beyond these items"
-    when only the seeds separate; "no effect larger than ±MDE" (the larger of the seed and item MDEs) when the seeds
-    do not; "untestable here" with fewer than two seeds in an arm (the item interval is then named, and said not
-    to be enough)."""
+    when only the seeds separate; when the seeds do not, the result's own interval
+    (:func:`helpers.core.claims.interval_null`: "not shown: effect E, in [L, U] (95 % over n seeds)"), the TOST
+    reading against the question's margin (``TOST``: "equivalent within ±δ" or "inconclusive") and the seeds per arm
+    at which the design's MDE would reach twice the observed effect (the rule that decides whether a question keeps
+    paying for seeds); never "no effect larger than" (the MDE describes the design, not the result). "untestable
+    here" with fewer than two seeds in an arm (the item interval is then named, and said not to be enough)."""
     unit = row.get("unit", "points")
     lo, hi, mde = row.get("seed CI low"), row.get("seed CI high"), row.get("MDE (80 % power)")
     if lo is None or hi is None or not (np.isfinite(lo) and np.isfinite(hi)):
@@ -325,32 +393,94 @@ def verdict(row: Mapping[str, Any]) -> str:
                 f"[{ilo:+.1f}, {ihi:+.1f}] includes 0 (another draw of items could change the sign)")
     if lo > 0 or hi < 0:
         return f"effect: {row['A']} {side} than {row['B']} by {abs(row['effect']):.1f} {unit}"
-    item_mde = row.get("item MDE (80 % power)", np.nan)
-    by_items = np.isfinite(item_mde) and item_mde > mde
-    return (f"no effect larger than ±{item_mde if by_items else mde:.1f} {unit} (80 % power, "
-            f"{row.get('design', '')}{', limited by the items' if by_items else ''})")
+    paired = int(row.get("paired seeds", 0) or 0)
+    if paired >= 2:
+        n, over = paired, "seeds"
+    else:
+        n, over = int(min(row.get("seeds A", 0), row.get("seeds B", 0))), "seeds per arm, unpaired"
+    words = interval_null(float(row["effect"]), float(lo), float(hi), n, over=over, unit=unit)
+    if row.get("TOST"):
+        words += f"; {row['TOST']}"
+    need = row.get("seeds to detect 2 × |effect|", np.nan)
+    if need is not None and not np.isnan(need) and need > n:
+        words += (f"; seeds will not detect an effect this small (an MDE of 2 × |effect| needs "
+                  f"{'more than 10,000' if np.isinf(need) else f'{need:,.0f}'} seeds per arm)"
+                  if need > SEED_BUDGET_LIMIT else
+                  f"; {need:.0f} seeds per arm would bring the MDE within 2 × |effect| (now {mde:.1f} {unit})")
+    return words
 
 
-def questions_table(rows: pd.DataFrame, questions: Sequence[Mapping[str, Any]], **kw) -> pd.DataFrame:
+#: a verdict's kind, by how it begins (what a flip under a sensitivity check compares)
+VERDICT_KINDS = (("effect:", "effect"), ("not shown beyond these items", "not shown beyond these items"),
+                 ("not shown", "not shown"), ("untestable", "untestable"), ("not measurable", "not measurable"))
+
+
+def verdict_kind(words: str) -> str:
+    """The kind of a :func:`verdict`: effect, not shown beyond these items, not shown, untestable, not measurable."""
+    return next((kind for start, kind in VERDICT_KINDS if str(words).startswith(start)), "other")
+
+
+def _short(row: Mapping[str, Any]) -> str:
+    """A sensitivity row in a few words: its kind, effect and seed interval."""
+    kind = verdict_kind(row["verdict"])
+    if not np.isfinite(row.get("seed CI low", np.nan)):
+        return kind
+    return (f"{kind}, {row['effect']:+.1f} [{row['seed CI low']:+.1f}, {row['seed CI high']:+.1f}]"
+            + (f" (item interval [{row['item CI low']:+.1f}, {row['item CI high']:+.1f}])"
+               if kind == "not shown beyond these items" else ""))
+
+
+def questions_table(rows: pd.DataFrame, questions: Sequence[Mapping[str, Any]],
+                    sensitivity: tuple[str, pd.DataFrame] | None = None, **kw) -> pd.DataFrame:
     """One :func:`compare_arms` row per question (``{"question", "a", "b", "task"}``, optionally ``"kind"``:
-    decoder / encoder, when the rows have a ``kind`` column), question first. The questions form one family: their
+    decoder / encoder, when the rows have a ``kind`` column; ``"delta"``: the equivalence margin set before the run;
+    ``"role"``: "question" (default) or "positive control"), question first. The questions form one family: their
     seed-level p-values get Holm's correction (``effect after Holm``), and an effect's verdict says whether it
-    survives it."""
+    survives it; a positive control (a contrast whose large effect is expected, through the same pipeline and
+    seeds) is outside the family, and its verdict says whether it passed (an effect) or failed (then no null of the
+    table can be read as an absence). ``sensitivity``: ``(name, rows)``, the same items scored another way (the
+    encoders under the summed PLL, :func:`tidy_zero_shot` with ``reduction="sum"``): questions of the kinds it holds
+    get its effect, seed interval and verdict kind in ``… (<name>)`` columns, and a verdict whose kind differs under
+    it says so ("…; under <name>: …")."""
     out = []
     for q in questions:
-        out.append({"question": q["question"], **compare_arms(_question_rows(rows, q), q["a"], q["b"], q["task"], **kw)})
-    cols = ["question", "task", "A", "B", "seeds A", "seeds B", "paired seeds", "items", "mean A", "mean B", "effect",
-            "seed CI low", "seed CI high", "seed p", "effect after Holm", "seed SD", "MDE (80 % power)", "item CI low",
-            "item CI high", "item MDE (80 % power)", "McNemar p", "unit", "verdict"]
+        r = compare_arms(_question_rows(rows, q), q["a"], q["b"], q["task"], delta=q.get("delta"), **kw)
+        out.append({"question": q["question"], "role": q.get("role", "question"), **r})
+        if sensitivity is not None:
+            name, srows = sensitivity
+            sub = _question_rows(srows, q)
+            if len(sub) and (q.get("kind") is None or "kind" not in srows.columns or (srows["kind"] == q["kind"]).any()):
+                sr = compare_arms(sub, q["a"], q["b"], q["task"], delta=q.get("delta"), **kw)
+                out[-1].update({f"effect ({name})": sr["effect"], f"seed CI low ({name})": sr["seed CI low"],
+                                f"seed CI high ({name})": sr["seed CI high"],
+                                f"item CI low ({name})": sr["item CI low"], f"item CI high ({name})": sr["item CI high"],
+                                f"verdict ({name})": _short(sr), "_sens_kind": verdict_kind(sr["verdict"])})
+    sens = [f"{c} ({sensitivity[0]})" for c in ("effect", "seed CI low", "seed CI high", "item CI low", "item CI high",
+                                                 "verdict")] if sensitivity is not None else []
+    cols = ["question", "role", "task", "A", "B", "seeds A", "seeds B", "paired seeds", "items", "mean A", "mean B",
+            "effect", "seed CI low", "seed CI high", "seed p", "effect after Holm", "seed SD", "MDE (80 % power)",
+            "item CI low", "item CI high", "item MDE (80 % power)", "McNemar p", "δ (equivalence margin)",
+            "TOST 90 % CI low", "TOST 90 % CI high", "TOST", "seeds to detect 2 × |effect|", *sens, "unit", "verdict"]
     df = pd.DataFrame(out)
+    family = (df["role"] == "question").to_numpy()
     if "seed p" in df.columns:  # the questions are one family: Holm's correction over those with a seed-level p-value
-        tested = int(df["seed p"].notna().sum())
-        kept = holm(df["seed p"].to_numpy(), 0.05) & df["verdict"].str.startswith("effect:").to_numpy()
-        df["effect after Holm"] = np.where(df["seed p"].notna(), np.where(kept, "yes", "no"), "")
-        for i in df.index[df["verdict"].str.startswith("effect:")]:
+        tested = int((df["seed p"].notna() & family).sum())
+        kept = holm(df["seed p"].where(family).to_numpy(), 0.05) & df["verdict"].str.startswith("effect:").to_numpy()
+        df["effect after Holm"] = np.where(df["seed p"].notna() & family, np.where(kept, "yes", "no"), "")
+        for i in df.index[df["verdict"].str.startswith("effect:") & family]:
             kept = df.at[i, "effect after Holm"] == "yes"
             df.at[i, "verdict"] += (f"; {'it survives' if kept else 'not after'} Holm's correction over the {tested} "
                                     "questions tested")
+    for i in df.index[~family]:
+        passed = verdict_kind(df.at[i, "verdict"]) == "effect"
+        df.at[i, "verdict"] += ("; the positive control passed (outside Holm's family): the pipeline finds the large "
+                                "effect it should with these seeds and items" if passed else
+                                "; the positive control FAILED: the pipeline did not find the large effect it should, "
+                                "so no null of this table reads as an absence")
+    if "_sens_kind" in df.columns:
+        for i in df.index[df["_sens_kind"].notna()]:
+            if df.at[i, "_sens_kind"] != verdict_kind(df.at[i, "verdict"]):
+                df.at[i, "verdict"] += f"; under {sensitivity[0]}: {df.at[i, f'verdict ({sensitivity[0]})']}"
     return df[[c for c in cols if c in df.columns]]
 
 
@@ -372,11 +502,18 @@ def above_chance_holm(rows: pd.DataFrame, chance: float = 0.5, alpha: float = 0.
 def check_questions(questions: Sequence[Mapping[str, Any]], models: Mapping[str, Sequence[str]]) -> None:
     """Refuse a malformed question before anything is scored: each needs ``question``, ``a``, ``b``, ``task`` and a
     ``kind`` of ``models`` (e.g. ``{"decoder": [...], "encoder": [...]}``), and its arms must be among that kind's
-    model names (an arm is a name without ``(seed N)``)."""
+    model names (an arm is a name without ``(seed N)``); ``delta`` (the equivalence margin), where given, is a
+    positive number and ``role`` is "question" or "positive control"."""
     for i, q in enumerate(questions):
         missing = [k for k in ("question", "a", "b", "task", "kind") if k not in q]
         if missing:
             raise ValueError(f"questions[{i}]: missing {', '.join(missing)} (each question needs question, a, b, task, kind)")
+        if q.get("delta") is not None and not (isinstance(q["delta"], (int, float)) and q["delta"] > 0):
+            raise ValueError(f"questions[{i}] ({q['question']}): delta (the equivalence margin) must be a positive "
+                             f"number, not {q['delta']!r}")
+        if q.get("role", "question") not in ("question", POSITIVE_CONTROL):
+            raise ValueError(f"questions[{i}] ({q['question']}): role must be 'question' or {POSITIVE_CONTROL!r}, "
+                             f"not {q['role']!r}")
         if q["kind"] not in models:
             raise ValueError(f"questions[{i}] ({q['question']}): kind must be one of {', '.join(models)}, not {q['kind']!r}")
         arms = {arm_and_seed(m, 0)[0] for m in models[q["kind"]]}
@@ -408,9 +545,8 @@ def pll_reductions(results: Mapping[tuple[str, str], Any], kind: str = "encoder"
         if rows.empty or "n_good" not in rows.columns:
             continue
         for task, g in rows.groupby("task", sort=False):
-            sg, sb = g["score_good"] * g["n_good"], g["score_bad"] * g["n_bad"]
             by = {"mean": g["correct"].astype(float).to_numpy(),
-                  "sum": np.where(sg == sb, 0.5, (sg > sb).astype(float)),
+                  "sum": summed_pll_correct(g),
                   "equal length": g.loc[g["n_good"] == g["n_bad"], "correct"].astype(float).to_numpy()}
             row: dict[str, Any] = {"kind": kind, "model": model, "task": task_display(task), "pairs": len(g),
                                    "equal-length pairs": len(by["equal length"])}
