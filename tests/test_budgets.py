@@ -115,3 +115,24 @@ def test_corpus_shelf_holds_one_corpus_at_a_time(tmp_path):
     (tmp_path / "tiny-80.jsonl").write_text('{"text": "edited"}\n')
     with pytest.raises(Exception, match="tiny-80"):
         shelf["tiny-80"]  # the ledger's check still runs
+
+
+def test_a_whole_official_set_counts_at_its_nominal_size(tmp_path):
+    """baby_full_budget: all of train_10M is the 10M track's 10M although its whitespace words (speaker tags
+    included) run above it; the rule counts the nominal size, the ledger keeps the actual words."""
+    from helpers.data import corpus_files as CF
+    from helpers.data.corpora import Document
+
+    docs = [Document("childes", "w " * 10) for _ in range(30)]  # 300 words: "all of train_250"
+    dev = [Document("childes", "d " * 10) for _ in range(5)]
+    stories = [f"story {i} " + "w " * 8 for i in range(40)]
+    led = CF.prepare_corpora(tmp_path, stories, {}, docs, {}, [100], [150, 250], 0, heldout_max_words=50,
+                             baby_full_budget=250, baby_heldout_docs=dev)
+    assert led["baby-250"].words == 300 and led["baby-250"].rule_words == 250
+    assert led.check_mix(["baby-250"], 250)["baby"] == 300  # accepted as the track's whole set
+    assert led.rule_words(["baby-250", "baby-150"])["baby"] == 250  # nested: the whole set's count
+    with pytest.raises(budgets.BudgetError, match=r"250 \+ 100 = 350"):
+        led.check_mix(["baby-250", "tiny-100"], 250)  # the set plus anything else is over the track
+    reread = ledger.Ledger(tmp_path / "ledger.json")  # the count survives the ledger file
+    assert reread["baby-250"].rule_words == 250 and reread["baby-150"].counted_as is None
+    assert "counts it as" in reread["baby-250"].note

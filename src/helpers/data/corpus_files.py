@@ -86,9 +86,11 @@ def prepare_corpora(
         by_src: dict[str, int] = {}
         for i in idx:
             by_src[baby_docs[i].source] = by_src.get(baby_docs[i].source, 0) + baby_docs[i].words
-        note = (f"all {len(idx):,} documents but the held-out reserve ({len(baby_held):,}); nominal {fmt_words(b)}"
-                if baby_full_budget is not None and b == int(baby_full_budget) else "")
-        ledger.add(CorpusEntry(name, "baby", by_src, seed, dict(baby_files), b, path=f"{name}.jsonl", note=note), save=False)
+        whole = baby_full_budget is not None and b == int(baby_full_budget)
+        note = (f"all {len(idx):,} documents but the held-out reserve ({len(baby_held):,}); nominal {fmt_words(b)}, "
+                f"which the challenge rule counts it as" if whole else "")
+        ledger.add(CorpusEntry(name, "baby", by_src, seed, dict(baby_files), b, path=f"{name}.jsonl", note=note,
+                               counted_as=b if whole else None), save=False)
     ledger.save()
     return ledger
 
