@@ -129,7 +129,7 @@ def test_tokenizer_streams_and_checks_like_story_by_story(real_stories, tmp_path
     got = tokenizers.encoding_check(listed, iter(stories), batch_size=7)
     assert got == {"texts": len(stories), "words": sum(len(s.split()) for s in stories),
                    "tokens": sum(len(x) for x in tokenizers.encode_stories(listed, stories, add_eot=False)),
-                   "round-trip failures": sum(not tokenizers.round_trip_ok(listed, s) for s in stories)}
+                   "round-trip failures": sum(not tokenizers.round_trip_ok(listed, s) for s in stories), "every": 1}
     assert got["texts"] == 152 and got["tokens"] > 150
     # a bounded sample: the first stories up to and including the one that reaches max_words, across batches
     cum = [sum(len(s.split()) for s in stories[:i + 1]) for i in range(len(stories))]
@@ -139,6 +139,15 @@ def test_tokenizer_streams_and_checks_like_story_by_story(real_stories, tmp_path
     assert tokenizers.encoding_check(listed, iter(stories), max_words=10**9) == got
     with pytest.raises(ValueError, match="max_words"):
         tokenizers.encoding_check(listed, iter(stories), max_words=0)
+    # spread over the whole corpus: every k-th story, so nested budgets are not all checked on the same first stories
+    total = cum[-1]
+    spread = tokenizers.encoding_check(listed, iter(stories), batch_size=7, max_words=total // 4, total_words=total)
+    assert spread["every"] == 5 and spread["texts"] == len(stories[::5])
+    assert spread == {**tokenizers.encoding_check(listed, iter(stories[::5]), batch_size=7), "every": 5}
+    row = tokenizers.tokenizer_row("c", listed, spread, total)
+    assert row["checked"].startswith("every 5th story over the whole budget") and row["tokens counted"].startswith("estimated")
+    assert row["tokens"] == round(spread["tokens"] / spread["words"] * total)
+    assert tokenizers.tokenizer_row("c", listed, got, total)["tokens"] == got["tokens"]  # all checked: counted
     CF.write_corpus(tmp_path / "c.jsonl", ({"id": i, "text": s} for i, s in enumerate(real_stories[:20])))
     assert list(CF.iter_texts(tmp_path / "c.jsonl")) == real_stories[:20]
 
@@ -156,3 +165,18 @@ def test_mix_table_reads_no_corpus_file_for_nested_budgets(tmp_path, monkeypatch
     assert list(table["rule"]) == ["fits", "fits", "refused", "fits", "fits", "refused"]
     assert list(table["counted (|D_baby| + |D_tiny ∪ generator corpus|)"]) == [
         led[b].words + led[t].words for b, t in mixes]
+
+
+def test_vocab_growth_on_a_log_scale(real_stories):
+    """spacing="log": marks from 100 words to the end, evenly spaced in log, the same types as the linear curve at
+    the last mark; an unknown spacing is refused."""
+    from helpers.data import text_stats as TS
+
+    total = sum(len(t.split()) for t in real_stories)
+    xs, ys = TS.vocab_growth(real_stories, n_points=20, total=total, spacing="log")
+    assert xs[0] == 100 and xs[-1] == total and xs == sorted(set(xs))
+    ratios = [b / a for a, b in zip(xs, xs[1:])]
+    assert max(ratios) / min(ratios) < 1.2  # evenly spaced on a log axis (up to rounding)
+    assert ys[-1] == TS.vocab_growth(real_stories, total=total)[1][-1] and ys == sorted(ys)
+    with pytest.raises(ValueError, match="spacing"):
+        TS.vocab_growth(real_stories, spacing="sqrt")

@@ -44,14 +44,6 @@ def fmt_words(n: float, digits: int | None = None) -> str:
     return str(int(n))
 
 
-def checked_label(stories: int, words: int, corpus_words: int) -> str:
-    """What a bounded check covered: ``'all stories'`` when ``words`` reaches the corpus's words, else
-    ``'first 10M words (45,678 stories)'``."""
-    if words >= corpus_words:
-        return "all stories"
-    return f"first {fmt_words(words, digits=3)} words ({stories:,} stories)"
-
-
 def shuffled_order(n: int, seed: int) -> list[int]:
     order = list(range(n))
     random.Random(seed).shuffle(order)

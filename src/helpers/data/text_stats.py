@@ -42,8 +42,11 @@ def corpus_stats(texts: Iterable[str], name: str = "", unit: str = "documents") 
     }
 
 
-def vocab_growth(texts: Iterable[str], n_points: int = 40, total: int | None = None) -> tuple[list[int], list[int]]:
-    """Heaps curve: (tokens seen, distinct types) at ``n_points`` evenly spaced positions of the corpus.
+def vocab_growth(texts: Iterable[str], n_points: int = 40, total: int | None = None,
+                 spacing: str = "linear") -> tuple[list[int], list[int]]:
+    """Heaps curve: (tokens seen, distinct types) at ``n_points`` evenly spaced positions of the corpus
+    (``spacing="log"``: evenly spaced on a log scale from 100 words, for a log-log plot where corpora of very
+    different sizes, 1M and 440M words, are all readable).
 
     Streams ``texts`` once and keeps only the set of types. The marks need the number of whitespace tokens up front:
     pass it as ``total`` (e.g. a lazy corpus's ``words``) to read ``texts`` (any iterable) in one pass; without it
@@ -58,7 +61,13 @@ def vocab_growth(texts: Iterable[str], n_points: int = 40, total: int | None = N
             if t.split():
                 raise ValueError(f"total={total} but the texts hold words")
         return [0], [0]
-    marks = sorted({max(1, round(total * (i + 1) / n_points)) for i in range(n_points)})
+    if spacing == "log":
+        start = min(100, total)
+        marks = sorted({max(1, round(start * (total / start) ** (i / max(1, n_points - 1)))) for i in range(n_points)} | {total})
+    elif spacing == "linear":
+        marks = sorted({max(1, round(total * (i + 1) / n_points)) for i in range(n_points)})
+    else:
+        raise ValueError(f"spacing must be 'linear' or 'log', not {spacing!r}")
     seen: set[str] = set()
     xs, ys, k, pos = [], [], 0, 0  # k: next mark; pos: tokens read so far
     for t in texts:

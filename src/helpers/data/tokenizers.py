@@ -121,15 +121,22 @@ def round_trip_ok(tokenizer: PreTrainedTokenizerFast, text: str) -> bool:
 
 
 def encoding_check(tokenizer: PreTrainedTokenizerFast, texts: Iterable[str], batch_size: int = 1000,
-                   max_words: int | None = None) -> dict[str, int]:
+                   max_words: int | None = None, total_words: int | None = None) -> dict[str, int]:
     """``{"texts", "words", "tokens", "round-trip failures"}`` over ``texts`` (any iterable, streamed ``batch_size``
     at a time): tokens without special tokens (as :func:`encode_stories` with ``add_eot=False``) and the number of
     texts for which :func:`round_trip_ok` is False, encoded and decoded in batches (the same ids and strings as one by
     one). With ``max_words`` only the first texts are checked, up to and including the one that reaches that many
     (whitespace) words: a bounded sample for corpora where encoding everything costs more than the check is worth
-    (the paper profile's 440M-word budget: ~20 minutes on two cores (2.9 s per million words, AMD EPYC Zen 3))."""
+    (the paper profile's 440M-word budget: ~20 minutes on two cores (2.9 s per million words, AMD EPYC Zen 3)).
+    With ``total_words`` as well (the corpus's words, from the ledger), the sample is spread over the whole corpus
+    instead: every k-th text, k = ⌈total_words / max_words⌉ (``"every"`` in the result), so nested budgets are not all
+    checked on the same first stories and a larger budget's later stories are read too."""
     if max_words is not None and max_words <= 0:
         raise ValueError(f"max_words must be a positive number of words or None (all), not {max_words!r}")
+    every = 1
+    if max_words is not None and total_words is not None and total_words > max_words:
+        every = -(-int(total_words) // int(max_words))
+        texts, max_words = islice(texts, 0, None, every), None  # the stride bounds the sample
     it = iter(texts)
     n = words = tokens = failures = 0
     while (max_words is None or words < max_words) and (batch := list(islice(it, batch_size))):
@@ -148,7 +155,26 @@ def encoding_check(tokenizer: PreTrainedTokenizerFast, texts: Iterable[str], bat
         n += len(batch)
         tokens += sum(map(len, ids))
         failures += sum(b != unicodedata.normalize("NFD", t) for b, t in zip(back, batch))
-    return {"texts": n, "words": words, "tokens": tokens, "round-trip failures": failures}
+    return {"texts": n, "words": words, "tokens": tokens, "round-trip failures": failures, "every": every}
+
+
+def tokenizer_row(name: str, tokenizer: PreTrainedTokenizerFast, check: dict[str, int], corpus_words: int) -> dict:
+    """Notebook 01's row for one decoder tokenizer from its :func:`encoding_check`: the vocabulary, tokens per word of
+    the checked stories, the corpus's tokens (counted when every story was checked; otherwise estimated as tokens per
+    word × the corpus's words, and said so in ``tokens counted``), round-trip failures and what was checked."""
+    per_word = check["tokens"] / check["words"] if check["words"] else float("nan")
+    whole = check["words"] >= corpus_words
+    if whole:
+        checked = "all stories"
+    elif check.get("every", 1) > 1:
+        checked = (f"every {check['every']:,}th story over the whole budget ({check['texts']:,} stories, "
+                   f"{check['words']:,} words)")
+    else:
+        checked = f"first {check['words']:,} words ({check['texts']:,} stories)"
+    return {"corpus": name, "vocab": len(tokenizer),
+            "tokens": check["tokens"] if whole else int(round(per_word * corpus_words)),
+            "tokens counted": "all" if whole else "estimated: tokens/word of the checked stories × the budget's words",
+            "tokens/word": per_word, "round-trip failures": check["round-trip failures"], "checked": checked}
 
 
 def end_of_text_id(tokenizer, fallback: bool = False) -> int:
