@@ -444,3 +444,16 @@ def test_readme_tree_lists_every_helpers_module():
     actual = {d.name: {p.stem for p in d.glob("*.py") if p.stem != "__init__"}
               for d in src.iterdir() if d.is_dir() and (d / "__init__.py").is_file()}
     assert listed == actual
+
+
+def test_only_the_reference_run_of_reports_is_tracked():
+    """reports/<profile>/ of every profile but cpu (smoke, paper, a user's params/<name>/) is git-ignored; reports/cpu
+    is not (it is the committed reference run)."""
+    import subprocess
+
+    root = repo_root()
+    for path, ignored in (("reports/smoke/x.csv", True), ("reports/paper-100m/x.csv", True),
+                          ("reports/my-profile/tables/x.csv", True), ("reports/variants/a/x.csv", True),
+                          ("reports/cpu/tables/05_questions.csv", False)):
+        rc = subprocess.run(["git", "check-ignore", "-q", path], cwd=root).returncode
+        assert (rc == 0) == ignored, path
