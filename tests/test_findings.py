@@ -36,9 +36,9 @@ def test_zero_shot_sentences_follow_the_intervals():
     assert any(x.startswith("decoder a:") and "above chance" in x for x in s)
     assert any(x.startswith("decoder b:") and "not distinguishable from chance" in x for x in s)
     assert any(x.startswith("encoder c:") and "below chance" in x for x in s)
-    best_dec = [x for x in s if x.startswith("best decoder")][0]
-    assert "a (55.0)" in best_dec and "do not overlap" in best_dec
-    best_enc = [x for x in s if x.startswith("best encoder")][0]
+    best_dec = [x for x in s if x.startswith("the two highest decoders")][0]
+    assert "a (55.0)" in best_dec and "do not overlap" in best_dec and "best" not in best_dec
+    best_enc = [x for x in s if x.startswith("the two highest encoders")][0]
     assert "each lies within the other's interval" in best_enc  # 45 [41, 48] and 44 [40, 47]: a tie
     assert "BLiMP is flat across the 2 encoders (mixes)" in " ".join(findings.zero_shot(_intervals(), "BLiMP",
                                                                                         {"encoder": "mixes"}))
@@ -49,7 +49,7 @@ def test_zero_shot_sentences_follow_the_intervals():
 def test_separation_is_strict():
     df = _intervals()
     df.loc[(df.model == "b") & (df.task == "BLiMP"), "ci_high"] = 53.0  # touching intervals (53.0 vs 53.0) are not separated
-    s = [x for x in findings.zero_shot(df, "BLiMP") if x.startswith("best decoder")][0]
+    s = [x for x in findings.zero_shot(df, "BLiMP") if x.startswith("the two highest decoders")][0]
     assert "may be noise" in s
 
 
@@ -449,12 +449,56 @@ def test_story_evaluation_sentences():
                          {"prompts": "p", "model": "instruct", "share of required words used": 0.30, "required low": 0.25,
                           "required high": 0.35, "chance (words of another prompt)": 0.17, "chance low": 0.15, "chance high": 0.20}])
     s = eval_findings.story_evaluation(judge, ["creativity"], themed, inst)
-    assert s[0] == "judge, creativity (greedy): highest b 4.50 [4.30, 4.70], lowest a 4.10 [4.00, 4.20]: apart"
-    assert s[1] == "themed factual: best b 0.30 [0.10, 0.50] of 1; 1 of 2 models' intervals exclude 0"
+    assert s[0] == ("judge, creativity (greedy), the largest and smallest means: b 4.50 [4.30, 4.70], a 4.10 "
+                    "[4.00, 4.20]: b above a on these graded stories (intervals apart)")
+    # no per-prompt grades: nothing separates the models, so none is called the best
+    assert s[1].startswith("themed factual (scores of 1): score: tied") and "1 of 2 models' intervals exclude 0" in s[1]
     assert s[2] == "required words used, p prompts: plain 0.16 vs chance 0.13 (not above); instruct 0.30 vs chance 0.17 (above)"
     judge.loc[1, "creativity low"] = 4.15
-    assert "overlapping" in eval_findings.story_evaluation(judge, ["creativity"], themed)[0]
+    assert "not ranked by this judge" in eval_findings.story_evaluation(judge, ["creativity"], themed)[0]
     assert eval_findings.story_evaluation(None, [], themed)[0] == "no judge grades in this run"
+
+
+def test_themed_best_only_beyond_a_paired_interval_over_prompts():
+    """#52: a "best" model on a themed suite whose interval overlaps every other is "tied"; a leader ahead on the
+    same prompts by a paired interval that excludes 0 is the highest."""
+    from helpers.report import eval_findings
+
+    ids = [f"f-{i}" for i in range(30)]
+    lead = [1.0] * 20 + [0.5] * 10
+    graded = pd.DataFrame([{"model": m, "suite": "factual", "id": i, "score": v} for m, vals in
+                           (("a", lead), ("b", [0.0] * 30), ("c", [0.0] * 28 + [1.0, 1.0])) for i, v in zip(ids, vals)])
+    themed = graded.groupby(["model", "suite"], as_index=False)["score"].mean().assign(
+        **{"score CI low": 0.0, "score CI high": 1.0})
+    s = eval_findings.story_evaluation(None, [], themed, graded=graded)[1]
+    assert s.startswith("themed factual (scores of 1): highest score: a (0.83), beyond its paired intervals")
+    close = graded.assign(score=graded.score.where(~((graded.model == "b") & graded.id.isin(ids[:24])), 1.0))
+    themed2 = close.groupby(["model", "suite"], as_index=False)["score"].mean().assign(
+        **{"score CI low": 0.0, "score CI high": 1.0})
+    s2 = eval_findings.story_evaluation(None, [], themed2, graded=close)[1]
+    assert "tied within their paired intervals" in s2 and "no model is the best" in s2
+
+
+def test_encoders_above_chance_only_where_both_pll_reductions_agree():
+    """#52: baby-1M above chance under the mean PLL but not the sum is not counted above chance, and the sentence
+    names the reduction it hangs on; decoders keep their one interval."""
+    from helpers.report import eval_findings
+
+    iv = pd.DataFrame([{"kind": "decoder", "model": "d", "task": "BLiMP", "pairs": 100, "accuracy": 53.0, "ci_low": 51.0, "ci_high": 55.0},
+                       {"kind": "encoder", "model": "e1", "task": "BLiMP", "pairs": 100, "accuracy": 56.0, "ci_low": 54.0, "ci_high": 58.0},
+                       {"kind": "encoder", "model": "e2", "task": "BLiMP", "pairs": 100, "accuracy": 57.0, "ci_low": 55.0, "ci_high": 59.0}])
+    red = pd.DataFrame([{"kind": "encoder", "model": "e1", "task": "BLiMP", "mean low": 54.0, "mean high": 58.0,
+                         "sum low": 49.4, "sum high": 53.7},
+                        {"kind": "encoder", "model": "e2", "task": "BLiMP", "mean low": 55.0, "mean high": 59.0,
+                         "sum low": 51.0, "sum high": 55.0}])
+    s = eval_findings.evaluation(iv, reductions=red)
+    assert s[0].startswith("BLiMP, decoders: 1 of 1 above chance (50) beyond their 95 % interval (d)")
+    assert s[1].startswith("BLiMP, encoders: 1 of 2 above chance (50) beyond their 95 % interval under both PLL "
+                           "reductions") and "(e2)" in s[1]
+    assert s[1].endswith("above chance under one reduction only, so not called above chance: e1 (mean)")
+    z = findings.zero_shot(iv, "BLiMP", reductions=red)
+    assert "encoder e1: BLiMP 56.0 [54.0, 58.0] on 100 pairs: above chance under mean only (not under sum)" in z
+    assert "encoder e2: BLiMP 57.0 [55.0, 59.0] on 100 pairs: above chance" in z
 
 
 def test_power_law_sentence_reads_the_exponent_interval():

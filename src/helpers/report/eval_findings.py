@@ -2,9 +2,13 @@
 above chance, the questions table's verdicts (a difference is real only over seeds), how ours compare with the paper's
 rows.
 
-Every sentence is computed from the tables it names; nothing is typed by hand. Two results are called "apart" only
-when their 95 % intervals do not overlap (a statement about the items drawn); a difference is called real only by
-the questions table, over training seeds."""
+Every sentence is computed from the tables it names; nothing is typed by hand, and every claiming word goes through
+:mod:`helpers.core.claims`: "above chance" for an encoder only where its mean and summed PLL agree
+(:func:`~helpers.core.claims.chance_claim` on the PLL-reductions table), "best" only beyond a paired interval
+(:func:`~helpers.core.claims.ranking_claim`, else "tied"), overlapping intervals never read as equal
+(:func:`~helpers.core.claims.apart_claim`). Two results are called "apart" only when their 95 % intervals do not
+overlap (a statement about the items drawn); a difference is called real only by the questions table, over training
+seeds."""
 from __future__ import annotations
 
 from typing import Mapping, Sequence
@@ -12,19 +16,35 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from helpers.core.stats import intervals_apart
-from helpers.evaluation.zero_shot import chance_verdict
+from helpers.core.claims import apart_claim, chance_claim, ranking_claim
+from helpers.core.stats import intervals_apart, paired_bootstrap_difference
 from helpers.report.reporting import fmt_interval
+
+#: the encoders' pre-registered PLL reduction (the 2024 pipeline's) and the other one, checked beside it
+PLL_REDUCTIONS = ("mean", "sum")
 
 
 def _names(names: Sequence[str]) -> str:
     return ", ".join(names) if names else "none"
 
 
+def chance_words(intervals: pd.DataFrame, reductions: pd.DataFrame | None, chance: float = 50.0) -> pd.Series:
+    """One :func:`~helpers.core.claims.chance_claim` per row of ``intervals`` (kind, model, task, ci_low, ci_high):
+    an encoder found in ``reductions`` (:func:`helpers.evaluation.comparisons.pll_reductions`) is judged on its mean
+    and summed PLL intervals together (the mean pre-registered), any other row on its own interval (one reduction)."""
+    red = {} if reductions is None or not len(reductions) else {
+        (r["kind"], r["model"], r["task"]): {n: (r[f"{n} low"], r[f"{n} high"]) for n in PLL_REDUCTIONS}
+        for _, r in reductions.iterrows()}
+    return pd.Series([chance_claim(red.get((k, m, t), {"as scored": (lo, hi)}), chance, preregistered="mean")
+                      for k, m, t, lo, hi in zip(intervals["kind"], intervals["model"], intervals["task"],
+                                                 intervals["ci_low"], intervals["ci_high"])], index=intervals.index)
+
+
 def evaluation(intervals: pd.DataFrame, glue: Mapping[str, tuple[float, float, float]] | None = None,
                majority: float | None = None, generated: Sequence[tuple[str, str]] = (),
                replicates: Mapping[str, str] | None = None, comparison: pd.DataFrame | None = None,
-               scale: float | None = None, chance: float = 50.0, questions: pd.DataFrame | None = None) -> list[str]:
+               scale: float | None = None, chance: float = 50.0, questions: pd.DataFrame | None = None,
+               reductions: pd.DataFrame | None = None) -> list[str]:
     """Notebook 05's summary.
 
     ``intervals``: :func:`helpers.evaluation.zero_shot.interval_table` (kind, model, task, accuracy, ci_low, ci_high);
@@ -34,15 +54,27 @@ def evaluation(intervals: pd.DataFrame, glue: Mapping[str, tuple[float, float, f
     :func:`helpers.evaluation.zero_shot.compare_with_paper`'s table (its ``ours …`` column and ``paper``);
     ``scale``: how many times fewer words our mixes have than the paper's; ``questions``:
     :func:`helpers.evaluation.comparisons.questions_table` (when given, it answers the generated-stories question
-    over seeds instead of the one-pair seed gap)."""
+    over seeds instead of the one-pair seed gap); ``reductions``: the encoders' PLL-reductions table (an encoder is
+    called above chance only where its mean and summed PLL Wilson intervals both lie above chance; without the
+    table the sentence says the other reduction was not checked)."""
     out = []
+    words = chance_words(intervals, reductions, chance)
     for task in dict.fromkeys(intervals["task"]):
         t = intervals[intervals["task"] == task]
         for kind in dict.fromkeys(t["kind"]):
             k = t[t["kind"] == kind]
-            above = [m for m, lo, hi in zip(k.model, k.ci_low, k.ci_high) if chance_verdict(lo, hi, chance) == "yes"]
+            w = words[k.index]
+            above = list(k.model[w == "above chance"])
+            one = [f"{m} ({x.split(' under ')[1].split(' only')[0]})" for m, x in zip(k.model, w)
+                   if x.startswith("above chance under")]
+            checked = reductions is not None and len(reductions) and (
+                (reductions["kind"] == kind) & (reductions["task"] == task)).any()
+            basis = (" under both PLL reductions (mean and sum, Wilson 95 % intervals over pairs)" if checked else
+                     " (the reduction scored; the other PLL reduction not checked here)" if kind == "encoder" else "")
             out.append(f"{task}, {kind}s: {len(above)} of {len(k)} above chance ({chance:g}) beyond their 95 % "
-                       f"interval ({_names(above)}); accuracies {k.accuracy.min():.1f}-{k.accuracy.max():.1f}")
+                       f"interval{basis} ({_names(above)}); accuracies {k.accuracy.min():.1f}-{k.accuracy.max():.1f}"
+                       + (f"; above chance under one reduction only, so not called above chance: {', '.join(one)}"
+                          if one else ""))
     if glue:
         cells = []
         for m, (avg, lo, hi) in glue.items():
@@ -97,26 +129,49 @@ def question_lines(questions: pd.DataFrame) -> list[str]:
     decides whether a difference is real."""
     out = []
     for _, r in questions.iterrows():
+        role = "positive control: " if r.get("role", "question") == "positive control" else ""
         if not np.isfinite(r.get("effect", np.nan)):
-            out.append(f"{r.question}: {r.verdict}")
+            out.append(f"{role}{r.question}: {r.verdict}")
             continue
         seeds = (fmt_interval(r["seed CI low"], r["seed CI high"]) + f" over seeds ({int(r['seeds A'])} and "
                  f"{int(r['seeds B'])} per arm)" if np.isfinite(r["seed CI low"]) else
                  f"no seed-level interval ({int(r['seeds A'])} and {int(r['seeds B'])} seeds per arm)")
-        out.append(f"{r.question} ({r.A} minus {r.B}, {r.task}, {int(r['items']):,} shared items): "
+        out.append(f"{role}{r.question} ({r.A} minus {r.B}, {r.task}, {int(r['items']):,} shared items): "
                    f"{r.effect:+.1f} {r.unit}, {seeds}; item interval "
                    f"{fmt_interval(r['item CI low'], r['item CI high'])}: {r.verdict}")
     return out
 
 
+def themed_paired_intervals(graded: pd.DataFrame, suite: str, leader: str, n_boot: int = 2000,
+                            seed: int = 0) -> dict[str, tuple[float, float]]:
+    """The paired 95 % interval of ``leader`` minus each other model on one themed ``suite``, over the prompts both
+    answered (``graded``: one row per model and prompt, columns model, suite, id, score; a seeded paired bootstrap
+    over prompts, :func:`helpers.core.stats.paired_bootstrap_difference`)."""
+    part = graded[graded["suite"] == suite].pivot_table(index="id", columns="model", values="score", aggfunc="mean")
+    out = {}
+    for other in part.columns:
+        if other == leader or leader not in part.columns:
+            continue
+        both = part[[leader, other]].dropna()
+        if len(both):
+            out[other] = paired_bootstrap_difference(both[leader].to_numpy(), both[other].to_numpy(),
+                                                     n_boot=n_boot, seed=seed)[1:]
+    return out
+
+
 def story_evaluation(judge: pd.DataFrame | None, criteria: Sequence[str], themed: pd.DataFrame,
-                     instruct: pd.DataFrame | None = None) -> list[str]:
+                     instruct: pd.DataFrame | None = None, graded: pd.DataFrame | None = None) -> list[str]:
     """Notebook 05b's summary.
 
     ``judge``: judge means per (model, decoding) with ``<criterion>``, ``<criterion> low`` / ``high`` columns
     (None without a judge); ``criteria``: those the judge was validated on; ``themed``: the themed summary (model,
     suite, score, score CI low/high); ``instruct``: the required-words table (prompts, model, share of required
-    words used, required low/high, chance low/high)."""
+    words used, required low/high, chance low/high); ``graded``: the themed answers, one per model and prompt
+    (model, suite, id, score), from which the leader of a suite is compared with each other model over the same
+    prompts (:func:`themed_paired_intervals`): "highest" only where every paired interval excludes 0, else "tied"
+    (:func:`~helpers.core.claims.ranking_claim`; without ``graded`` no model is called the best). The judge's top
+    and bottom decoders are compared by their intervals (:func:`~helpers.core.claims.apart_claim`), never ranked by
+    means alone."""
     out = []
     if judge is None or not len(judge):
         out.append("no judge grades in this run")
@@ -127,17 +182,20 @@ def story_evaluation(judge: pd.DataFrame | None, criteria: Sequence[str], themed
                 if c not in d.columns:
                     continue
                 top, low = d.loc[d[c].idxmax()], d.loc[d[c].idxmin()]
-                apart = intervals_apart((top[f"{c} low"], top[f"{c} high"]), (low[f"{c} low"], low[f"{c} high"]))
-                out.append(f"judge, {c} ({decoding}): highest {top.model} {top[c]:.2f} "
-                           f"{fmt_interval(top[f'{c} low'], top[f'{c} high'], 2)}, lowest {low.model} {low[c]:.2f} "
-                           f"{fmt_interval(low[f'{c} low'], low[f'{c} high'], 2)}: "
-                           + ("apart" if apart else "overlapping, so the decoders are not ranked by this judge"))
+                words = apart_claim(top.model, (top[f"{c} low"], top[f"{c} high"]), low.model,
+                                    (low[f"{c} low"], low[f"{c} high"]), "graded stories")
+                out.append(f"judge, {c} ({decoding}), the largest and smallest means: {top.model} {top[c]:.2f} "
+                           f"{fmt_interval(top[f'{c} low'], top[f'{c} high'], 2)}, {low.model} {low[c]:.2f} "
+                           f"{fmt_interval(low[f'{c} low'], low[f'{c} high'], 2)}: {words}"
+                           + ("" if "intervals apart" in words else ", so the decoders are not ranked by this judge"))
     for suite in dict.fromkeys(themed["suite"]):
         s = themed[themed["suite"] == suite]
-        top = s.loc[s["score"].idxmax()]
-        out.append(f"themed {suite}: best {top.model} {top.score:.2f} "
-                   f"{fmt_interval(top['score CI low'], top['score CI high'], 2)} of 1; "
-                   + (f"{int((s['score CI low'] > 0).sum())} of {len(s)} models' intervals exclude 0"))
+        values = dict(zip(s["model"], s["score"]))
+        leader = max(values, key=values.get)
+        paired = themed_paired_intervals(graded, suite, leader) if graded is not None and len(graded) else None
+        out.append(f"themed {suite} (scores of 1): "
+                   + ranking_claim(values, better="higher", what="score", paired=paired, digits=2)
+                   + f"; {int((s['score CI low'] > 0).sum())} of {len(s)} models' intervals exclude 0")
     if instruct is not None and len(instruct):
         for prompts in dict.fromkeys(instruct["prompts"]):
             p = instruct[instruct["prompts"] == prompts]

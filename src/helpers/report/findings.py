@@ -17,6 +17,7 @@ from helpers.core.stats import intervals_apart, t_interval
 from helpers.diversity.self_bleu import k_choice_label
 from helpers.evaluation.comparisons import arm_and_seed, seeds_per_arm
 from helpers.evaluation.zero_shot import chance_verdict  # the one rule for "above chance" (also interval_table's)
+from helpers.report.eval_findings import chance_words  # "above chance" through helpers.core.claims
 from helpers.report.reporting import fmt_interval
 
 CHANCE_WORDS = {"yes": "above chance", "below": "below chance", "no": "not distinguishable from chance"}
@@ -58,18 +59,21 @@ def _round_trip_sentence(tokenizers: pd.DataFrame, fails: int) -> str:
         f"{r['corpus']}: {r['checked']}" for _, r in sampled.iterrows()) + ", a bounded sample)")
 
 
-def zero_shot(intervals: pd.DataFrame, task: str = "BLiMP", across: Mapping[str, str] | None = None) -> list[str]:
-    """Notebook 05: per model, is ``task`` above chance; per kind (decoder/encoder), is the best model separated from
-    the next one (or does each lie within the other's interval: a tie), and is ``task`` flat across the kind's
-    models (no two of their intervals separated; ``across`` names what the models of a kind vary, e.g.
+def zero_shot(intervals: pd.DataFrame, task: str = "BLiMP", across: Mapping[str, str] | None = None,
+              reductions: pd.DataFrame | None = None) -> list[str]:
+    """Notebook 05: per model, is ``task`` above chance (an encoder in ``reductions``, the PLL-reductions table,
+    only where its mean and summed PLL agree: :func:`helpers.report.eval_findings.chance_words`); per kind
+    (decoder/encoder), are the two highest models apart on these items (:func:`helpers.core.claims.apart_claim`;
+    never "best": a difference is real only over seeds, in the questions table), and is ``task`` flat across the
+    kind's models (no two of their intervals separated; ``across`` names what the models of a kind vary, e.g.
     ``{"decoder": "training budgets"}``). ``intervals`` has columns kind, model, task, pairs, accuracy, ci_low,
     ci_high."""
     part = intervals[intervals.task == task]
     if part.empty:
         return [f"no {task} results in this run"]
     out = []
-    for r in part.itertuples():
-        verdict = CHANCE_WORDS[chance_verdict(r.ci_low, r.ci_high)]
+    words = chance_words(part, reductions)
+    for r, verdict in zip(part.itertuples(), words):
         out.append(f"{r.kind} {r.model}: {task} {r.accuracy:.1f} [{r.ci_low:.1f}, {r.ci_high:.1f}] on {int(r.pairs):,} "
                    f"pairs: {verdict}")
     for kind, group in part.groupby("kind", sort=False):
@@ -77,8 +81,8 @@ def zero_shot(intervals: pd.DataFrame, task: str = "BLiMP", across: Mapping[str,
             continue
         ranked = group.sort_values("accuracy", ascending=False)
         best, second = ranked.iloc[0], ranked.iloc[1]
-        out.append(f"best {kind}: {best.model} ({best.accuracy:.1f}); next {second.model} ({second.accuracy:.1f}): "
-                   + _compare(best, second, "accuracy"))
+        out.append(f"the two highest {kind}s: {best.model} ({best.accuracy:.1f}), {second.model} "
+                   f"({second.accuracy:.1f}): " + _compare(best, second, "accuracy"))
         rows = [r for _, r in group.iterrows()]
         if not any(_separated(x, y) for i, x in enumerate(rows) for y in rows[i + 1:]):
             what = f" ({across[kind]})" if across and kind in across else ""
