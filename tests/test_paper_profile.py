@@ -432,6 +432,20 @@ def test_notebook_05b_picks_the_real_instruct_files_when_given(tmp_path, monkeyp
         assert not config.load_params(profile, "05b").get("instruct_train_file"), profile
 
 
+def test_memorisation_workers_fit_the_memory_budget():
+    """Workers are lowered until that many of the largest shards fit the budget; a shard larger than the budget is
+    said; no budget known leaves the request."""
+    per = M.WORKER_BYTES_PER_WORD
+    assert M.memory_workers(8, [20_000_000] * 22, 29e9)[0] == 8  # 8 x 3.6 GB = 28.8 GB fits 29 GB
+    n, why = M.memory_workers(8, [20_000_000] * 22, 8e9)
+    assert n == 2 and "2 worker(s) of the 8 asked" in why and "22 shards" in why
+    n, why = M.memory_workers(4, [100, 10, 10], 50 * per)
+    assert n == 1 and "even one shard may not fit" in why
+    assert M.memory_workers(3, [10, 10, 10], None)[0] == 3
+    with pytest.raises(ValueError):
+        M.memory_workers(0, [10], None)
+
+
 def test_memorisation_rows_are_the_same_over_any_shards():
     """The paper profile builds the memorisation indexes over shards of the training stories (memory); every measure
     is a maximum or a top-k over single stories, so one story per shard gives the rows of one shard for all."""
@@ -451,5 +465,11 @@ def test_memorisation_rows_are_the_same_over_any_shards():
     assert M.memorisation_rows("m", stories, splits, n=3, shortlist=2, min_words=20, shard_words=1, workers=2,
                                log=logged.append) == whole
     assert any("2 worker processes" in line for line in logged), logged
+    assert any("2 worker(s) of the 2 asked" in line for line in logged), logged
+    # a memory budget that holds one shard's indexes only: one worker, said so, the same rows
+    logged = []
+    assert M.memorisation_rows("m", stories, splits, n=3, shortlist=2, min_words=20, shard_words=1, workers=2,
+                               memory_budget=30 * M.WORKER_BYTES_PER_WORD, log=logged.append) == whole
+    assert any("1 worker(s) of the 2 asked" in line for line in logged), logged
     with pytest.raises(ValueError, match="shard_words must be >= 1"):
         M.memorisation_rows("m", stories, splits, shard_words=0)

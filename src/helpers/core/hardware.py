@@ -7,6 +7,8 @@
   Without it PyTorch emulates bf16 and training gets *slower*, so ``precision: auto`` falls back to fp32.
 * :func:`autocast_context`: ``torch.autocast`` to bf16 for the forward pass (weights, optimizer state and the
   loss's log-softmax stay fp32), or a no-op.
+* :func:`available_memory`: the memory a new process may still take (``MemAvailable``), for steps that size their
+  workers by it.
 * :func:`compute_device`: where models train and run (``"auto"``: the GPU when there is one, else the CPU); the one
   rule training, fine-tuning, generation and scoring share.
 """
@@ -53,6 +55,22 @@ def cpu_info() -> dict:
     label = model + (f" (family {family}, model {model_id})" if family and model_id else "")
     return {"model": model, "family": family, "model_id": model_id, "stepping": stepping, "label": label,
             "flags": [f for f in _FLAGS if f in flags], "cores": os.cpu_count(), "torch_capability": capability}
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available to new work now: ``MemAvailable`` of ``/proc/meminfo`` (Linux; it counts reclaimable
+    caches), else free physical pages from ``os.sysconf``; None where neither can be read."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
 def gpu_names() -> list[str]:

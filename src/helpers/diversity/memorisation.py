@@ -10,7 +10,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from helpers.core.parallel import run_jobs
+from helpers.core.parallel import resolve_workers, run_jobs
 from helpers.diversity.ngram_index import NGramIndex
 from helpers.diversity.rouge import max_pairwise_rouge2, rouge2_pairs, rouge_n_matrix
 
@@ -117,6 +117,33 @@ def template_matches(
 
 
 SHARD_WORDS = 20_000_000  # training words per pair of indexes held at once by memorisation_rows (~3.6 GB measured)
+#: a worker's peak bytes per training word of its shard: the two indexes (~154 bytes a word) plus the shard's stories
+#: and the worker's own copies (~3.6 GB measured at 20M words, benchmarks/memorisation_memory.py)
+WORKER_BYTES_PER_WORD = 180
+
+
+def memory_workers(requested: int, shard_words: Sequence[int], budget: int | None,
+                   bytes_per_word: int = WORKER_BYTES_PER_WORD) -> tuple[int, str]:
+    """How many shards to search side by side within ``budget`` bytes: ``requested`` (already resolved to a number),
+    lowered until that many of the largest shards fit (each worker holds one shard's indexes), at least 1. Returns
+    the number and a sentence saying why (the budget, a shard's estimated bytes, and a warning when even one shard
+    does not fit: lower ``shard_words`` then). ``budget`` None: no limit known, ``requested`` stands."""
+    if requested < 1:
+        raise ValueError(f"requested workers must be >= 1; got {requested}")
+    if not shard_words:
+        return 1, "no shards"
+    need = sorted((int(w) * bytes_per_word for w in shard_words), reverse=True)
+    gb = lambda b: f"{b / 1e9:.1f} GB"  # noqa: E731 (a local formatter)
+    if budget is None:
+        return requested, f"{requested} worker(s); memory not known, the largest shard needs ~{gb(need[0])}"
+    n = requested
+    while n > 1 and sum(need[:n]) > budget:
+        n -= 1
+    line = (f"{n} worker(s) of the {requested} asked: {len(need)} shards, the largest ~{gb(need[0])} each, within a "
+            f"memory budget of {gb(budget)}")
+    if need[0] > budget:
+        line += f"; even one shard may not fit: lower shard_words (now ~{max(shard_words):,} words at most)"
+    return n, line
 
 
 def _shards(texts: Sequence[str], shard_words: int) -> list[tuple[int, int]]:
@@ -148,7 +175,7 @@ def shard_matches(texts: Sequence[str], start: int, names: set[str], comps: dict
 
 def memorisation_rows(model: str, train_texts: Sequence[str], splits, *, n: int = 3, shortlist: int = 20,
                       min_words: int = 20, shard_words: int = SHARD_WORDS, workers: int | str = 1,
-                      log=print) -> tuple[list[dict], list[dict]]:
+                      memory_budget: int | str | None = "auto", log=print) -> tuple[list[dict], list[dict]]:
     """Notebook 03's memorisation measures of one model's greedy completions. ``splits``: prompt split name ->
     (completions, the real endings of their prompts). Against the ``train_texts`` (one :class:`NGramIndex` of order
     ``n``, and one with the corpus' names masked) each completion gets its ROUGE-2 against the real ending, its
@@ -166,7 +193,9 @@ def memorisation_rows(model: str, train_texts: Sequence[str], splits, *, n: int 
     rows are the same for any ``shard_words`` (tested); the cpu profile's budgets fit in one shard. With several
     shards, ``workers`` processes (a number, or ``"auto"``: one per CPU thread, but one where a GPU is present;
     :func:`helpers.core.parallel.run_jobs`) build and search shards side by side, each holding one shard's indexes:
-    memory grows with the workers, the rows do not change."""
+    memory grows with the workers, the rows do not change. ``memory_budget`` (bytes, or ``"auto"``: 80 % of the memory
+    available now, :func:`helpers.core.hardware.available_memory`; None: no limit) caps the workers so that the
+    shards searched side by side fit (:func:`memory_workers`), and ``log`` says how many run and why."""
     if shard_words < 1:
         raise ValueError(f"shard_words must be >= 1; got {shard_words}")
     names = corpus_names(train_texts)
@@ -178,6 +207,16 @@ def memorisation_rows(model: str, train_texts: Sequence[str], splits, *, n: int 
     jobs = {f"shard {k + 1} (stories {start:,}-{stop - 1:,})": dict(
         texts=list(train_texts[start:stop]), start=start, names=names, comps=comps, masked_comps=masked_comps, n=n,
         shortlist=shortlist) for k, (start, stop) in enumerate(_shards(train_texts, shard_words))}
+    if len(jobs) > 1:
+        if memory_budget == "auto":
+            from helpers.core.hardware import available_memory  # imports torch, so not in the header
+
+            avail = available_memory()
+            memory_budget = None if avail is None else int(0.8 * avail)
+        shard_sizes = [sum(t.count(" ") + 1 for t in kw["texts"]) for kw in jobs.values()]
+        workers, why = memory_workers(resolve_workers(workers, len(jobs)), shard_sizes,
+                                      None if memory_budget is None else int(memory_budget))
+        log(f"memorisation of {model}: {why}")
     found = run_jobs(shard_matches, jobs, workers, desc=f"memorisation shards of {model}", log=log) \
         if len(jobs) > 1 else {name: shard_matches(**kw) for name, kw in jobs.items()}
     for shard in found.values():  # maxima and a pooled shortlist: the order of the shards does not matter
