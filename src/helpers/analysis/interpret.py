@@ -4,11 +4,13 @@ words (:func:`encode_story`), exact attention weights and per-head statistics (:
 the statistics of :mod:`helpers.analysis.attention_stats`),
 hooked MLP activations (:func:`mlp_activations`) and each neuron's top-k tokens in context, and
 :func:`analyse_model`, which runs a decoder once over the stories and caches all of it under
-``runs/<profile>/interpret/<model>/`` keyed by the weights' SHA-256 and the parameters. Tables from its result are
+``runs/<profile>/interpret/<model>/`` keyed by the weights' SHA-256 and the parameters; :func:`analyse_untrained`, the
+same for an untrained model of the same architecture (the baseline of every head and neuron statistic). Tables from its result are
 in :mod:`helpers.analysis.interpret_tables`, HTML and figures in :mod:`helpers.report.interpret_views`.
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -17,16 +19,17 @@ import numpy as np
 import torch
 
 from helpers.analysis.attention_stats import (allowed_mask, attention_evenness, distance_correlation,
-                                             offset_eta_squared)
+                                             offset_eta_squared, sink_share)
 from helpers.analysis.lexicon import LexiconTagger, Word, split_words
 from helpers.core.artifacts import atomic_path, fingerprint, read_json, run_step, write_json
 from helpers.core.digests import model_files_digest
 from helpers.core.config import shown_path
 from helpers.data.corpora import EOT
 from helpers.data.tokenizers import end_of_text_id, load_tokenizer
-from helpers.models.decoder import context_length, load_decoder
+from helpers.evaluation.comparisons import arm_and_seed
+from helpers.models.decoder import build_decoder, context_length, load_decoder
 
-CACHE_VERSION = 2  # 2: offset η² and evenness per head
+CACHE_VERSION = 3  # 2: offset η² and evenness per head; 3: η² of √weights, sink share, MLP inputs
 
 # ----------------------------------------------------------------------------- stories as tokens
 
@@ -118,7 +121,8 @@ def story_attention_stats(att: np.ndarray, types: Sequence[str], window: int) ->
     * ``r_lower`` / ``r_full``: :func:`distance_correlation` over the allowed entries / the whole matrix;
     * ``r_uniform``: the same for uniform attention over the allowed keys (per layer; the normalisation baseline);
     * ``sink``: mean attention on the start token; ``mean_dist``: mean distance of the attention on story tokens;
-    * ``eta2``: :func:`offset_eta_squared`; ``evenness``: :func:`attention_evenness` (the head statistic);
+    * ``eta2``: :func:`offset_eta_squared` of √weights (the head statistic), ``eta2_raw`` of raw weights;
+      ``evenness``: :func:`attention_evenness`; ``sink_share``: :func:`sink_share` (they give the head's class);
     * ``offset_sum``: attention at each offset ``d = i − j`` (0…:data:`MAX_OFFSET`) summed over queries, and
       ``offset_n`` the number of queries per offset;
     * ``target``: per query ``i ≥ 2``, the story token (index from 0 = first story token) with the largest
@@ -133,7 +137,9 @@ def story_attention_stats(att: np.ndarray, types: Sequence[str], window: int) ->
     sink = att[:, :, 1:, 0].mean(axis=-1) if T > 1 else np.full((L, H), np.nan)
     mean_dist = np.full((L, H), np.nan)
     eta2 = np.full((L, H), np.nan)
+    eta2_raw = np.full((L, H), np.nan)
     evenness = np.full((L, H), np.nan)
+    sinks = np.full((L, H), np.nan)
     D = MAX_OFFSET + 1
     offset_sum = np.zeros((L, H, D))
     offset_n = np.zeros(D)
@@ -147,7 +153,9 @@ def story_attention_stats(att: np.ndarray, types: Sequence[str], window: int) ->
         a = att[layer]
         r_lower[layer] = distance_correlation(a, True, w, first=1)
         eta2[layer] = offset_eta_squared(a, w, first=1)
+        eta2_raw[layer] = offset_eta_squared(a, w, first=1, root=False)
         evenness[layer] = attention_evenness(a, w, first=1)
+        sinks[layer] = sink_share(a, w)
         r_full[layer] = distance_correlation(a, False, None, first=1)
         m = allowed_mask(T, w, 0)
         uni = m / np.maximum(m.sum(axis=1, keepdims=True), 1)
@@ -164,7 +172,7 @@ def story_attention_stats(att: np.ndarray, types: Sequence[str], window: int) ->
             t[:, :2] = -1
             target[layer] = t
     return {"r_lower": r_lower, "r_full": r_full, "r_uniform": r_uni, "sink": sink, "mean_dist": mean_dist,
-            "eta2": eta2, "evenness": evenness, "offset_sum": offset_sum, "offset_n": offset_n, "target": target}
+            "eta2": eta2, "eta2_raw": eta2_raw, "evenness": evenness, "sink_share": sinks, "offset_sum": offset_sum, "offset_n": offset_n, "target": target}
 
 
 # ----------------------------------------------------------------------------- MLP activations
@@ -172,7 +180,8 @@ def story_attention_stats(att: np.ndarray, types: Sequence[str], window: int) ->
 class MLPRecorder:
     """Forward hooks on each chosen layer's MLP activation module (``transformer.h[l].mlp.act``): the true
     activations after the pre-MLP LayerNorm, ``c_fc`` and the nonlinearity. Use as a context manager; after a
-    forward, ``recorder.acts[l]`` is a ``[batch, T, intermediate]`` tensor."""
+    forward, ``recorder.acts[l]`` is a ``[batch, T, intermediate]`` tensor and ``recorder.inputs[l]`` the MLP's input
+    ``[batch, T, hidden]`` (the pre-MLP LayerNorm's output: what a random-weight control layer is fed)."""
 
     def __init__(self, model, layers: Sequence[int] | None = None):
         self.blocks = model.transformer.h
@@ -181,6 +190,7 @@ class MLPRecorder:
         if bad:
             raise ValueError(f"layers {bad} do not exist (the model has {len(self.blocks)} layers)")
         self.acts: dict[int, Any] = {}
+        self.inputs: dict[int, Any] = {}
         self._handles: list = []
 
     def __enter__(self):
@@ -190,7 +200,11 @@ class MLPRecorder:
             def hook(_module, _inputs, output, layer=layer):
                 self.acts[layer] = output.detach()
 
+            def pre_hook(_module, inputs, layer=layer):
+                self.inputs[layer] = inputs[0].detach()
+
             self._handles.append(act.register_forward_hook(hook))
+            self._handles.append(self.blocks[layer].mlp.register_forward_pre_hook(pre_hook))
         return self
 
     def __exit__(self, *exc):
@@ -292,8 +306,9 @@ class ModelAnalysis:
 
     The *stream* lists every story token (the start tokens left out) of every analysed story in order:
     ``ids``, ``story`` (index into ``stories``), ``pos`` (0 = first story token). ``acts[layer]`` is
-    ``[N, intermediate]`` (float16, memory-mapped); ``targets[layer, head, n]`` is the stream row of the strongest
-    attention target of query row ``n`` (-1 where undefined)."""
+    ``[N, intermediate]`` (float16, memory-mapped), ``mlp_inputs[layer]`` the MLP's input ``[N, hidden]`` (the
+    pre-MLP LayerNorm's output); ``targets[layer, head, n]`` is the stream row of the strongest attention target of
+    query row ``n`` (-1 where undefined)."""
 
     name: str
     path: Path
@@ -312,6 +327,7 @@ class ModelAnalysis:
     heads: int
     cache: Path
     tagger_name: str = ""
+    mlp_inputs: dict[int, np.ndarray] = field(default_factory=dict)
 
     @property
     def n_tokens(self) -> int:
@@ -331,12 +347,13 @@ def _compute(model, stories: list[StoryTokens], layers: list[int], out: Path, lo
     window = int(model.config.window_size)
     L, H = model.config.num_layers, model.config.num_heads
     S = len(stories)
-    keys = ("r_lower", "r_full", "sink", "mean_dist", "eta2", "evenness")
+    keys = ("r_lower", "r_full", "sink", "mean_dist", "eta2", "eta2_raw", "evenness", "sink_share")
     per_story = {k: np.full((S, L, H), np.nan) for k in keys}
     r_uniform = np.full((S, L), np.nan)
     offset_sum = np.zeros((L, H, MAX_OFFSET + 1))
     offset_n = np.zeros(MAX_OFFSET + 1)
     acts: dict[int, list[np.ndarray]] = {layer: [] for layer in layers}
+    inputs: dict[int, list[np.ndarray]] = {layer: [] for layer in layers}
     targets: list[np.ndarray] = []
     base = 0
     for s, st in enumerate(stories):
@@ -354,6 +371,7 @@ def _compute(model, stories: list[StoryTokens], layers: list[int], out: Path, lo
         targets.append(np.where(t >= 0, t + base, -1).astype(np.int32))
         for layer in layers:
             acts[layer].append(rec.acts[layer][0, 1:].numpy().astype(np.float16))
+            inputs[layer].append(rec.inputs[layer][0, 1:].float().numpy().astype(np.float16))
         base += len(st.ids) - 1
     with atomic_path(out) as tmp:
         tmp.mkdir()
@@ -362,6 +380,8 @@ def _compute(model, stories: list[StoryTokens], layers: list[int], out: Path, lo
         for layer in layers:
             np.save(tmp / f"acts_layer{layer}.npy", np.concatenate(acts[layer]) if acts[layer] else
                     np.zeros((0, model.config.intermediate_size), np.float16))
+            np.save(tmp / f"mlp_in_layer{layer}.npy", np.concatenate(inputs[layer]) if inputs[layer] else
+                    np.zeros((0, model.config.hidden_size), np.float16))
         write_json(tmp / "info.json", {"stories": S, "tokens": base, "layers": layers, "layer_types": types,
                                        "window": window})
     log(f"  {S} stories, {base:,} tokens, {len(layers)} layers of MLP activations cached in {shown_path(out)}")
@@ -371,9 +391,9 @@ def analyse_model(path: str | Path, texts: Sequence[str], max_tokens: int, layer
                   cache: str | Path | None = None, tagger=None, name: str | None = None,
                   log: Callable[[str], None] = print) -> ModelAnalysis:
     """Run the decoder at ``path`` over ``texts`` (each after a start token, truncated to ``max_tokens``), record
-    MLP activations of ``layers`` (default all) and attention statistics, cache them in ``cache`` (a folder; by
-    default ``<path>/../interpret``) keyed by the weights' SHA-256, the texts and the parameters, and return a
-    :class:`ModelAnalysis` (reusing the cache when nothing changed)."""
+    MLP activations and inputs of ``layers`` (default all) and attention statistics, cache them in ``cache`` (a
+    folder; by default ``<path>/../interpret``) keyed by the weights' SHA-256, the texts and the parameters, and return
+    a :class:`ModelAnalysis` (reusing the cache when nothing changed)."""
     path = Path(path)
     name = name or path.parent.name
     model = load_decoder(path).eval()
@@ -388,6 +408,13 @@ def analyse_model(path: str | Path, texts: Sequence[str], max_tokens: int, layer
     stories = [st for st in stories if len(st.ids) >= 3]
     cache = Path(cache) if cache is not None else path.parent / "interpret"
     fp = analysis_fingerprint(path, [st.text for st in stories], max_tokens, layers)
+    return _cached_analysis(model, tokenizer, stories, layers, cache, fp, name, path,
+                            getattr(tagger, "name", type(tagger).__name__), log)
+
+
+def _cached_analysis(model, tokenizer, stories: list[StoryTokens], layers: list[int], cache: Path, fp: str, name: str,
+                     path: Path, tagger_name: str, log: Callable[[str], None]) -> ModelAnalysis:
+    """Compute (or reuse) the cached analysis of ``model`` over ``stories`` and load it as a :class:`ModelAnalysis`."""
     run_step(f"interpret {name}", cache, fp, lambda: _compute(model, stories, layers, cache, log), log=log)
     info = read_json(cache / "info.json")
     if info["tokens"] != sum(len(st.ids) - 1 for st in stories):
@@ -396,10 +423,34 @@ def analyse_model(path: str | Path, texts: Sequence[str], max_tokens: int, layer
         stats = {k: z[k] for k in z.files if k != "targets"}
         targets = z["targets"]
     acts = {layer: np.load(cache / f"acts_layer{layer}.npy", mmap_mode="r") for layer in layers}
+    inputs = {layer: np.load(cache / f"mlp_in_layer{layer}.npy", mmap_mode="r") for layer in layers}
     ids = np.concatenate([np.asarray(st.ids[1:], dtype=np.int64) for st in stories])
     story = np.concatenate([np.full(len(st.ids) - 1, s, dtype=np.int32) for s, st in enumerate(stories)])
     pos = np.concatenate([np.arange(len(st.ids) - 1, dtype=np.int32) for st in stories])
     classes = np.array([c for st in stories for c in st.token_classes()[1:]], dtype=object)
     return ModelAnalysis(name, path, tokenizer, model, stories, ids, story, pos, classes, acts, stats, targets,
-                         info["layer_types"], int(info["window"]), int(model.config.num_heads), cache,
-                         getattr(tagger, "name", type(tagger).__name__))
+                         info["layer_types"], int(info["window"]), int(model.config.num_heads), cache, tagger_name,
+                         inputs)
+
+
+def untrained_model(config, seed: int = 0):
+    """A freshly initialised GPT-Neo of ``config`` (a copy), its weights drawn from a private torch stream seeded with
+    ``seed`` (the global streams are left as they were), in eval mode."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(seed))
+        return build_decoder(copy.deepcopy(config)).eval()
+
+
+def analyse_untrained(trained: ModelAnalysis, seed: int = 0, cache: str | Path | None = None, name: str | None = None,
+                      log: Callable[[str], None] = print) -> ModelAnalysis:
+    """The baseline of ``trained``: an untrained model of the same architecture (:func:`untrained_model` of its
+    config, ``seed`` fixed) run over the same stories and tokens, cached like :func:`analyse_model` (keyed by the
+    config, the seed and the token ids; by default in ``<trained cache>-untrained``). Named ``"<arm> (untrained)"``
+    unless ``name`` is given (the seeds of an arm share its architecture, tokenizer and so this baseline)."""
+    name = name or f"{arm_and_seed(trained.name, 0)[0]} (untrained)"
+    model = untrained_model(trained.model.config, seed)
+    cache = Path(cache) if cache is not None else trained.cache.with_name(trained.cache.name + "-untrained")
+    fp = fingerprint("interpret-untrained", CACHE_VERSION, trained.model.config.to_dict(), int(seed),
+                     [list(map(int, st.ids)) for st in trained.stories], sorted(trained.acts))
+    return _cached_analysis(model, trained.tokenizer, trained.stories, sorted(trained.acts), cache, fp, name,
+                            trained.path, trained.tagger_name, log)

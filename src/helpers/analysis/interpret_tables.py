@@ -1,49 +1,102 @@
-"""Tables from a :class:`helpers.analysis.interpret.ModelAnalysis`: per-head attention statistics and the classes of each
-head's strongest targets (with the TinyStories observation checked on them), and per-neuron part-of-speech shares,
-specialist counts against chance, top-token examples in context and the neurons worth showing."""
+"""Tables from a :class:`helpers.analysis.interpret.ModelAnalysis`: per-head attention statistics with their intervals
+over stories and graded classes, the layer-0 η² per story as tidy rows for the questions table, the classes of each
+head's strongest targets (with the TinyStories observation checked on them, with an interval over stories), and
+per-neuron part-of-speech shares, specialist counts against chance and against three controls (random directions,
+a random-weight layer on the same inputs, an untrained model), top-token examples in context and the neurons worth
+showing."""
 from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 from scipy.stats import binom, fisher_exact
 
-from helpers.analysis.attention_stats import head_kind, positional_label
+import torch
+
+from helpers.analysis.attention_stats import HEAD_KINDS, POSITIONAL_ETA2, head_kind, positional_label
 from helpers.analysis.interpret import ModelAnalysis, context_bounds, display_token, top_activations
 from helpers.analysis.lexicon import ATTENTION_CLASSES, CLASSES, SPECIALIST_CLASSES, attention_class
-from helpers.core.stats import wilson_interval
+from helpers.core.stats import bootstrap_interval, wilson_interval
+from helpers.evaluation.comparisons import tidy_rows
 
 # ----------------------------------------------------------------------------- tables
 
-def head_table(a: ModelAnalysis, threshold: float = 0.5) -> "pd.DataFrame":  # noqa: F821
-    """One row per (layer, head): the head statistic — offset η² (mean ± sd over stories), evenness, and the
-    ``label`` they give (:func:`helpers.analysis.attention_stats.head_kind`: positional when η² > ``threshold``, diffuse,
-    or semantic) — then Rathod et al.'s statistic beside it (r over the lower triangle, over the full matrix, r of
-    uniform attention, and their |r| > 0.5 label), mean attention distance, attention on the start token, and the
-    offset (0…32) that gets the most attention with its mean weight."""
+def _story_interval(values: np.ndarray, n_boot: int, seed: int, confidence: float) -> tuple[np.ndarray, np.ndarray]:
+    """Percentile-bootstrap interval over stories (rows of ``values [S, K]``) of each column's mean (NaN-aware): the
+    same seeded resamples for every column (:func:`helpers.core.stats.bootstrap_interval`); NaN without resamples."""
+    v = np.asarray(values, dtype=float).reshape(len(values), -1)
+    if n_boot <= 0 or len(v) == 0:
+        nan = np.full(v.shape[1], np.nan)
+        return nan, nan.copy()
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        lo, hi = bootstrap_interval(len(v), lambda idx: np.nanmean(v[idx], axis=1), confidence, n_boot, seed)
+    return np.atleast_1d(lo), np.atleast_1d(hi)
+
+
+def head_table(a: ModelAnalysis, threshold: float = POSITIONAL_ETA2, n_boot: int = 1000, seed: int = 0,
+               confidence: float = 0.95) -> "pd.DataFrame":  # noqa: F821
+    """One row per (layer, head): the head statistic — offset η² of √weights (mean over stories, its seeded
+    percentile-bootstrap interval over stories with ``n_boot`` resamples, sd), the raw-weight η² beside it, evenness,
+    sink share, and the graded ``label`` they give (:func:`helpers.analysis.attention_stats.head_kind`: positional,
+    sink, content, mixed or diffuse; positional from η² ≥ ``threshold``) — then Rathod et al.'s statistic beside it
+    (r over the lower triangle, over the full matrix, r of uniform attention, and their |r| > 0.5 label), mean
+    attention distance, attention on the start token, and the offset (0…32) that gets the most attention with its
+    mean weight. ``n_boot = 0``: no interval (NaN)."""
     s = a.stats
     prof = s["offset_sum"] / np.maximum(s["offset_n"], 1)
     rows = []
     L, H = s["r_lower"].shape[1:]
+    lo, hi = _story_interval(s["eta2"].reshape(len(s["eta2"]), -1), n_boot, seed, confidence)
+    mean = lambda k, layer, h: float(np.nanmean(s[k][:, layer, h])) if k in s else np.nan
     for layer in range(L):
         for h in range(H):
-            r = float(np.nanmean(s["r_lower"][:, layer, h]))
-            eta2, even = float(np.nanmean(s["eta2"][:, layer, h])), float(np.nanmean(s["evenness"][:, layer, h]))
+            r = mean("r_lower", layer, h)
+            eta2, even, sink = mean("eta2", layer, h), mean("evenness", layer, h), mean("sink_share", layer, h)
             d = int(np.argmax(prof[layer, h]))
             rows.append({"model": a.name, "layer": layer, "layer type": a.layer_types[layer], "head": h,
-                         "offset η²": eta2, "η² sd": float(np.nanstd(s["eta2"][:, layer, h])), "evenness": even,
-                         "label": head_kind(eta2, even, threshold),
+                         "offset η²": eta2, "η² CI low": float(lo[layer * H + h]), "η² CI high": float(hi[layer * H + h]),
+                         "η² sd": float(np.nanstd(s["eta2"][:, layer, h])),
+                         "offset η² (raw weights)": mean("eta2_raw", layer, h), "evenness": even, "sink share": sink,
+                         "label": head_kind(eta2, even, sink, threshold),
                          "r (lower triangle)": r, "r sd": float(np.nanstd(s["r_lower"][:, layer, h])),
-                         "r (full matrix)": float(np.nanmean(s["r_full"][:, layer, h])),
+                         "r (full matrix)": mean("r_full", layer, h),
                          "r (uniform attention)": float(np.nanmean(s["r_uniform"][:, layer])),
                          "label (|r| > 0.5 rule)": positional_label(r, 0.5),
-                         "mean distance": float(np.nanmean(s["mean_dist"][:, layer, h])),
-                         "start-token weight": float(np.nanmean(s["sink"][:, layer, h])),
+                         "mean distance": mean("mean_dist", layer, h),
+                         "start-token weight": mean("sink", layer, h),
                          "top offset": d, "weight at top offset": float(prof[layer, h, d])})
     return pd.DataFrame(rows)
+
+
+def head_counts(heads: "pd.DataFrame", kinds: Sequence[str] | None = None) -> "pd.DataFrame":  # noqa: F821
+    """Heads per model and class (columns in the order of :data:`helpers.analysis.attention_stats.HEAD_KINDS`) and
+    the total, from :func:`head_table` rows."""
+    kinds = list(kinds or HEAD_KINDS)
+    t = pd.crosstab(pd.Categorical(heads["model"], categories=list(dict.fromkeys(heads["model"]))),
+                    pd.Categorical(heads["label"], categories=kinds), dropna=False)
+    t = t.reindex(columns=kinds, fill_value=0)
+    t.index.name, t.columns.name = "model", None
+    out = t.reset_index()
+    out["heads"] = out[kinds].sum(axis=1)
+    return out
+
+
+def layer_eta2_rows(a: ModelAnalysis, texts: Sequence[str], default_seed: int, layer: int = 0,
+                    task: str = "layer-0 η²") -> "pd.DataFrame":  # noqa: F821
+    """Tidy rows (:func:`helpers.evaluation.comparisons.tidy_rows`) for the questions table: one row per story, item =
+    the story's index in ``texts`` (the same held-out stories for every model), value = the mean offset η² (√weights)
+    of ``layer``'s heads on that story (the heads' per-story values averaged, NaN heads left out)."""
+    where = {t: i for i, t in enumerate(texts)}
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        per_story = np.nanmean(a.stats["eta2"][:, layer, :], axis=-1)
+    rows = [{"story": where[st.text], "value": float(v)} for st, v in zip(a.stories, per_story) if np.isfinite(v)]
+    return tidy_rows(rows, a.name, task, "story", "value", default_seed)
 
 
 def target_class_table(a: ModelAnalysis, heads: "pd.DataFrame") -> "pd.DataFrame":  # noqa: F821
@@ -70,7 +123,7 @@ def class_base_rates(classes: Sequence[str], kinds: Sequence[str] = ATTENTION_CL
 
 def group_target_classes(targets: "pd.DataFrame", base: dict[str, dict[str, float]]) -> "pd.DataFrame":  # noqa: F821
     """Mean class shares of strongest targets per model and head group, for three groupings: the paper's label
-    (head kind from offset η²: positional/semantic/diffuse), GPT-Neo's layer type (global/local) and attention span (heads whose mean distance is
+    (the graded head class: positional/sink/content/mixed/diffuse), GPT-Neo's layer type (global/local) and attention span (heads whose mean distance is
     below / at or above the model's median: short-range / long-range); with each model's base rate (class shares
     among all story tokens) as a reference row."""
     t = targets.copy()
@@ -87,29 +140,81 @@ def group_target_classes(targets: "pd.DataFrame", base: dict[str, dict[str, floa
     return pd.DataFrame(rows)
 
 
-def paper_observation(grouped: "pd.DataFrame", grouping: str = "span", near: str = "short-range",
-                      far: str = "long-range", min_diff: float = 0.02) -> "pd.DataFrame":  # noqa: F821
-    """The TinyStories observation, checked per model on :func:`group_target_classes` output: distance-based
-    (``near``) heads should target articles/determiners and punctuation more than ``far`` heads, which should target
-    names and nouns (the story's characters and topics) more. Shares are of strongest targets; base = all tokens.
-    Each half of the observation counts as seen when the difference is at least ``min_diff`` (2 points)."""
+FUNCTION_TARGETS = ("determiner", "punctuation")
+CONTENT_TARGETS = ("name", "noun")
+
+
+def _target_counts(a: ModelAnalysis, heads: Sequence[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per story and head: strongest targets that are determiners/punctuation, names/nouns, and all targets
+    (``[S, len(heads)]`` each; a target counts for the story of its query)."""
+    cls = np.array([attention_class(c) for c in a.classes], dtype=object)
+    fn, ct = np.isin(cls, FUNCTION_TARGETS), np.isin(cls, CONTENT_TARGETS)
+    S = len(a.stories)
+    out = [np.zeros((S, len(heads))) for _ in range(3)]
+    for k, (layer, head) in enumerate(heads):
+        t = a.targets[layer, head]
+        q = np.flatnonzero(t >= 0)
+        st, tg = a.story[q], t[q]
+        out[0][:, k] = np.bincount(st, weights=fn[tg], minlength=S)
+        out[1][:, k] = np.bincount(st, weights=ct[tg], minlength=S)
+        out[2][:, k] = np.bincount(st, minlength=S)
+    return out[0], out[1], out[2]
+
+
+def paper_observation(analyses: Mapping[str, ModelAnalysis], targets: "pd.DataFrame", grouping: str = "span",
+                      near: str = "short-range", far: str = "long-range", n_boot: int = 1000, seed: int = 0,
+                      confidence: float = 0.95) -> "pd.DataFrame":  # noqa: F821
+    """The TinyStories observation, checked per model with an interval: distance-based (``near``) heads should target
+    determiners and punctuation more than ``far`` heads, which should target names and nouns more. ``targets``:
+    :func:`target_class_table` rows (head, label, mean distance); ``grouping``: ``"span"`` (mean distance below /
+    at or above the model's median head: short-range / long-range) or ``"head kind"`` (the ``label`` column, e.g.
+    positional / content). Shares are of strongest targets, averaged over a group's heads (base = all tokens).
+    Each half is a difference of group means — ``function words nearer`` (near − far, determiners + punctuation) and
+    ``names/nouns farther`` (far − near, names + nouns) — with its seeded percentile-bootstrap interval over stories
+    (the stories resampled, every head's shares recomputed on them; the grouping of heads held fixed). A model
+    without heads in both groups gets no row."""
     rows = []
-    grouped = grouped.rename(columns={c: c.replace(" ", "_") for c in grouped.columns})
-    for model, g in grouped.groupby("model", sort=False):
-        pick = {r.group: r for r in g[g.grouping.isin([grouping, "reference"])].itertuples(index=False)}
-        if near not in pick or far not in pick:
+    for model, g in targets.groupby("model", sort=False):
+        if model not in analyses:
             continue
-        get = lambda grp, cols: float(sum(getattr(pick[grp], c) for c in cols))
-        base = next(r for k, r in pick.items() if k.startswith("all tokens"))
-        fn, ct = ["determiner", "punctuation"], ["name", "noun"]
-        row = {"model": model, "grouping": grouping,
-               f"{near}: determiner+punctuation": get(near, fn), f"{far}: determiner+punctuation": get(far, fn),
-               "base: determiner+punctuation": float(sum(getattr(base, c) for c in fn)),
-               f"{near}: name+noun": get(near, ct), f"{far}: name+noun": get(far, ct),
-               "base: name+noun": float(sum(getattr(base, c) for c in ct))}
-        row["function words nearer"] = row[f"{near}: determiner+punctuation"] - row[f"{far}: determiner+punctuation"] >= min_diff
-        row["names/nouns farther"] = row[f"{far}: name+noun"] - row[f"{near}: name+noun"] >= min_diff
-        rows.append(row)
+        a = analyses[model]
+        col = g["label"] if grouping == "head kind" else np.where(
+            g["mean distance"] < g["mean distance"].median(), "short-range", "long-range")
+        hn = [(int(r.layer), int(r.head)) for r, c in zip(g.itertuples(index=False), col) if c == near]
+        hf = [(int(r.layer), int(r.head)) for r, c in zip(g.itertuples(index=False), col) if c == far]
+        if not hn or not hf:
+            continue
+        fn, ct, n = _target_counts(a, hn + hf)
+        k = len(hn)
+
+        def diffs(idx: np.ndarray | None) -> np.ndarray:  # [n_boot, 2]: function words nearer, names/nouns farther
+            f, c, m = (x[idx].sum(axis=-2) if idx is not None else x.sum(axis=0)[None] for x in (fn, ct, n))
+            with np.errstate(invalid="ignore", divide="ignore"):
+                fs, cs = f / m, c / m
+            mean = lambda x, sl: np.nanmean(x[:, sl], axis=1)
+            return np.stack([mean(fs, slice(0, k)) - mean(fs, slice(k, None)),
+                             mean(cs, slice(k, None)) - mean(cs, slice(0, k))], axis=1)
+
+        point = diffs(None)[0]
+        share = lambda x, sl: float(np.nanmean(x.sum(axis=0)[sl] / np.maximum(n.sum(axis=0)[sl], 1)))
+        cls = np.array([attention_class(c) for c in a.classes], dtype=object)
+        base_fn, base_ct = float(np.isin(cls, FUNCTION_TARGETS).mean()), float(np.isin(cls, CONTENT_TARGETS).mean())
+        if n_boot > 0:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                lo, hi = bootstrap_interval(len(a.stories), diffs, confidence, n_boot, seed)
+        else:
+            lo, hi = np.full(2, np.nan), np.full(2, np.nan)
+        rows.append({"model": model, "grouping": grouping, f"{near} heads": len(hn), f"{far} heads": len(hf),
+                     f"{near}: determiner+punctuation": share(fn, slice(0, k)),
+                     f"{far}: determiner+punctuation": share(fn, slice(k, None)),
+                     "base: determiner+punctuation": base_fn,
+                     f"{near}: name+noun": share(ct, slice(0, k)), f"{far}: name+noun": share(ct, slice(k, None)),
+                     "base: name+noun": base_ct,
+                     "function words nearer": float(point[0]), "function words nearer CI low": float(lo[0]),
+                     "function words nearer CI high": float(hi[0]),
+                     "names/nouns farther": float(point[1]), "names/nouns farther CI low": float(lo[1]),
+                     "names/nouns farther CI high": float(hi[1])})
     return pd.DataFrame(rows)
 
 
@@ -188,6 +293,115 @@ def random_direction_null(a: ModelAnalysis, k: int, threshold: float, seed: int 
             df = random_direction_shares(a, layer, k, distinct=distinct, rotated=rotated)
             out["distinct" if distinct else "all", layer] = float((df["dominant share"] >= threshold).mean())
     return out
+
+
+def random_weight_acts(inputs: np.ndarray, n_neurons: int, act, std: float, seed: int = 0,
+                       chunk: int = 8192) -> np.ndarray:
+    """A random-weight MLP layer on given inputs: ``act(inputs @ W)``, ``W`` of shape ``[hidden, n_neurons]`` drawn
+    from N(0, ``std``²) (GPT-Neo's initialisation: normal weights at the config's ``initializer_range``, zero bias),
+    seeded; ``act`` the layer's own nonlinearity (a torch module or function). ``inputs [N, hidden]`` may be a
+    memory-mapped float16 array; returns float32 ``[N, n_neurons]``."""
+    x = np.asarray(inputs[:0], dtype=np.float32)
+    w = torch.from_numpy(np.random.default_rng(seed).normal(0.0, std, (x.shape[1], int(n_neurons))).astype(np.float32))
+    out = []
+    with torch.no_grad():
+        for c in range(0, inputs.shape[0], chunk):
+            out.append(act(torch.from_numpy(np.asarray(inputs[c:c + chunk], dtype=np.float32)) @ w).numpy())
+    return np.concatenate(out) if out else np.zeros((0, int(n_neurons)), np.float32)
+
+
+def random_weight_layer(a: ModelAnalysis, layer: int, seed: int = 0) -> ModelAnalysis:
+    """``a`` with layer ``layer``'s activations replaced by a random-weight layer's on the **same** inputs (the
+    trained model's pre-MLP LayerNorm outputs): as many neurons, the model's initialisation scale and its own
+    nonlinearity module (:func:`random_weight_acts`), seeded by ``(seed, layer)``. The control for the elementwise
+    nonlinearity: a neuron of any weights is one direction of the input, so its top tokens cluster by word class
+    more than a random direction of the activations does."""
+    if layer not in a.mlp_inputs:
+        raise ValueError(f"{a.name}: no MLP inputs of layer {layer} recorded (recompute the analysis)")
+    cfg = a.model.config
+    acts = random_weight_acts(a.mlp_inputs[layer], a.acts[layer].shape[1], a.model.transformer.h[layer].mlp.act,
+                              float(getattr(cfg, "initializer_range", 0.02)), seed=int(np.random.SeedSequence(
+                                  [int(seed), int(layer)]).generate_state(1)[0]))
+    return dataclasses.replace(a, acts={layer: acts})
+
+
+def specialist_counts(a: ModelAnalysis, k: int, threshold: float, layers: Sequence[int] | None = None
+                      ) -> dict[str, tuple[int, int]]:
+    """Specialist neurons (dominant share ≥ ``threshold`` of the top-``k`` tokens) summed over ``layers`` (default:
+    every layer of ``a``), per top-token list: ``{"all" | "distinct": (specialists, neurons)}``."""
+    out = {"all": [0, 0], "distinct": [0, 0]}
+    for layer in sorted(a.acts) if layers is None else layers:
+        for distinct in (False, True):
+            df, _, _ = neuron_class_shares(a, layer, k, distinct=distinct)
+            c = out["distinct" if distinct else "all"]
+            c[0] += int((df["dominant share"] >= threshold).sum())
+            c[1] += len(df)
+    return {m: (int(x), int(n)) for m, (x, n) in out.items()}
+
+
+def _fisher(k: int, n: int, c: int, m: int) -> float:
+    """Two-sided Fisher exact p of ``k`` of ``n`` against ``c`` of ``m``."""
+    return float(fisher_exact([[int(k), int(n) - int(k)], [int(c), int(m) - int(c)]])[1])
+
+
+def control_verdict(trained: int, controls: Mapping[str, tuple[float, float]], alpha: float = 0.05) -> str:
+    """Word-class specialisation is claimed only where the trained count exceeds **every** control
+    (``{control: (count, p)}``) with p < ``alpha``; otherwise the words name the controls it does not beat (more
+    than a control without p < alpha is "not shown beyond", fewer is "below")."""
+    if not controls:
+        return "no control, so specialisation is not tested"
+    below = [n for n, (c, p) in controls.items() if trained < c and p < alpha]
+    not_beyond = [n for n, (c, p) in controls.items() if not (trained > c and p < alpha) and n not in below]
+    if not below and not not_beyond:
+        return "specialised beyond every control (" + ", ".join(controls) + f"; each p < {alpha:g})"
+    parts = ([f"below the {', '.join(below)}"] if below else []) + (
+        [f"not shown beyond the {', '.join(not_beyond)}"] if not_beyond else [])
+    return "not shown to be word-class specialisation: " + "; ".join(parts)
+
+
+def neuron_controls(analyses: Mapping[str, ModelAnalysis], untrained: Mapping[str, ModelAnalysis],
+                    total: "pd.DataFrame", k: int, threshold: float, seed: int = 0,
+                    alpha: float = 0.05) -> "pd.DataFrame":  # noqa: F821
+    """Specialist neurons of each trained model against three controls, per top-token list, summed over layers:
+    random directions of the same activations (from ``total``, :func:`specialist_totals` with the random-direction
+    null), a random-weight layer on the same inputs through the same nonlinearity (:func:`random_weight_layer`,
+    seeded) and the untrained model of the same architecture (``untrained[model]``, e.g.
+    :func:`helpers.analysis.interpret.analyse_untrained`). Two-sided Fisher exact p of the trained count against
+    each, and the verdict of :func:`control_verdict`: specialisation only beyond all three."""
+    t = total.set_index(["model", "top tokens"])
+    memo: dict[str, dict[str, tuple[int, int]]] = {}
+    rows = []
+    for name, a in analyses.items():
+        rw: dict[str, list[int]] = {"all": [0, 0], "distinct": [0, 0]}
+        for layer in sorted(a.acts):
+            for m, (c, n) in specialist_counts(random_weight_layer(a, layer, seed), k, threshold, [layer]).items():
+                rw[m][0] += c
+                rw[m][1] += n
+        u = untrained.get(name)
+        if u is not None and u.name not in memo:
+            memo[u.name] = specialist_counts(u, k, threshold)
+        for mode in ("all", "distinct"):
+            if (name, mode) not in t.index:
+                continue
+            r = t.loc[(name, mode)]
+            spec, n = int(r["specialists"]), int(r["neurons"])
+            row = {"model": name, "top tokens": mode, "neurons": n, "trained specialists": spec,
+                   "random-weight specialists": rw[mode][0]}
+            controls = {"random-weight layer": (rw[mode][0], _fisher(spec, n, rw[mode][0], rw[mode][1]))}
+            if "expected neurons, random directions" in r.index:
+                rd = int(round(float(r["expected neurons, random directions"])))
+                row["random-direction specialists"] = rd
+                controls["random directions"] = (rd, _fisher(spec, n, rd, n))
+            if u is not None:
+                uc, un = memo[u.name][mode]
+                row["untrained model"] = u.name
+                row["untrained-model specialists"] = uc
+                controls["untrained model"] = (uc, _fisher(spec, n, uc, un))
+            for c, (_, p) in controls.items():
+                row[f"p vs {c}"] = p
+            row["verdict"] = control_verdict(spec, controls, alpha)
+            rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def chance_specialists(base_rates: dict[str, float], k: int, threshold: float) -> dict[str, float]:

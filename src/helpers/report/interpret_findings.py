@@ -1,41 +1,72 @@
 """Notebook 06's sentences: what its head and neuron tables show (the conventions of
-:mod:`helpers.report.findings`: computed from the tables, nothing typed by hand; two shares are called apart only
-where their 95 % intervals do not overlap, and that says which heads or neurons were measured, not which training
-seed made the model).
+:mod:`helpers.report.findings`: computed from the tables, nothing typed by hand; the words of every claim come from
+:mod:`helpers.core.claims`: the paper's pattern "holds" only with an interval that excludes 0
+(:func:`~helpers.core.claims.pattern_claim`), two shares "apart" only where their intervals do not overlap and never
+"as many" where they do (:func:`~helpers.core.claims.apart_claim`); word-class specialisation only beyond every
+neuron control).
 """
 from __future__ import annotations
 
 from typing import Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 
-from helpers.evaluation.comparisons import arm_and_seed
+from helpers.analysis.attention_stats import HEAD_KINDS
 from helpers.analysis.lexicon import SPECIALIST_CLASSES
-from helpers.core.stats import intervals_apart
+from helpers.core.claims import apart_claim, pattern_claim
+from helpers.evaluation.comparisons import arm_and_seed
+
+
+def check_passed(check: pd.DataFrame | None) -> bool:
+    """Whether the head classes got every synthetic head of the known-answer check right."""
+    return check is None or bool((check["kind (η² rule)"] == check["expected"]).all())
+
+
+def _counts(h: pd.DataFrame) -> str:
+    """"n positional (layers), n sink, ..." in :data:`HEAD_KINDS` order, classes with no head left out."""
+    parts = []
+    for k in HEAD_KINDS:
+        g = h[h.label == k]
+        if len(g):
+            layers = ", ".join(str(int(x)) for x in sorted(g.layer.unique()))
+            parts.append(f"{len(g)} {k} (layer{'s' if g.layer.nunique() > 1 else ''} {layers})")
+    return "; ".join(parts) or "none"
 
 
 def attention_heads(heads: pd.DataFrame, check: pd.DataFrame | None = None) -> list[str]:
-    """Notebook 06: how many heads per model are positional (label column) and which layers hold them. With
-    ``check`` (:func:`helpers.analysis.attention_stats.reference_heads`), the counts are given only when the statistic
-    classified every synthetic ideal head right; otherwise the sentence says the instrument failed its check."""
-    if check is not None and not (check["kind (η² rule)"] == check["expected"]).all():
+    """Notebook 06: heads per model in each graded class (``label``: positional, sink, content, mixed, diffuse) and the
+    layers that hold them, then per budget over its training seeds whether the counts hold. With ``check``
+    (:func:`helpers.analysis.attention_stats.reference_heads`), counts are given only when every synthetic head got
+    its expected class; otherwise the sentence says the instrument failed its check."""
+    if not check_passed(check):
         wrong = check[check["kind (η² rule)"] != check["expected"]]["ideal head"]
-        return [f"the head statistic misclassifies synthetic ideal heads ({', '.join(wrong)}), so no head counts are "
-                "reported"]
-    out = []
-    for name, h in heads.groupby("model", sort=False):
-        pos = h[h.label == "positional"]
-        where = ", ".join(f"layer {l}" for l in sorted(pos.layer.unique())) if len(pos) else "none"
-        other = h[h.label != "positional"].label.value_counts()
-        rest = ", ".join(f"{int(n)} {k}" for k, n in other.items()) or "none other"
-        out.append(f"{name}: {len(pos)} of {len(h)} heads positional ({where}); {rest}")
+        return [f"the head classes misclassify synthetic heads ({', '.join(wrong)}), so no head counts are reported"]
+    out = [f"{name}: {len(h)} heads: {_counts(h)}" for name, h in heads.groupby("model", sort=False)]
     arms = heads.assign(arm=heads.model.map(lambda m: arm_and_seed(m, -1)[0]))
     for arm, g in arms.groupby("arm", sort=False):
-        per_seed = g.groupby("model", sort=False).label.apply(lambda x: int((x == "positional").sum()))
-        if len(per_seed) > 1:  # the same budget under several training seeds: does the count hold?
-            out.append(f"{arm} over {len(per_seed)} training seeds: " + " / ".join(map(str, per_seed))
-                       + f" positional heads of {len(g) // len(per_seed)}"
-                       + (" (the same in every seed)" if per_seed.nunique() == 1 else " (the count moves with the seed)"))
+        per_seed = {m: hh.label.value_counts() for m, hh in g.groupby("model", sort=False)}
+        if len(per_seed) > 1:  # the same budget under several training seeds: do the counts hold?
+            kinds = [k for k in HEAD_KINDS if any(c.get(k, 0) for c in per_seed.values())]
+            same = all(all(c.get(k, 0) == next(iter(per_seed.values())).get(k, 0) for k in kinds)
+                       for c in per_seed.values())
+            out.append(f"{arm} over {len(per_seed)} training seeds: " + "; ".join(
+                f"{k} " + " / ".join(str(int(c.get(k, 0))) for c in per_seed.values()) for k in kinds)
+                + f" of {len(g) // len(per_seed)} heads" + (" (the same in every seed)" if same else
+                                                             " (the counts move with the seed)"))
+    return out
+
+
+def eta2_question(questions: pd.DataFrame) -> list[str]:
+    """Notebook 06's questions table (:func:`helpers.evaluation.comparisons.questions_table` on per-story layer-0 η²)
+    in words: the question, the effect with its seed-level and item-level intervals, and the table's verdict."""
+    out = []
+    for q in questions.to_dict("records"):
+        ci = lambda lo, hi: (f"[{q[lo]:+.3f}, {q[hi]:+.3f}]" if np.isfinite(q.get(lo, np.nan)) else "none")
+        eff = q.get("effect", np.nan)
+        out.append(f"{q['question']}: {q['A']} − {q['B']} = {eff:+.3f} {q.get('unit', '')} (seed interval "
+                   f"{ci('seed CI low', 'seed CI high')}, story interval {ci('item CI low', 'item CI high')}): "
+                   f"{q['verdict']}" if np.isfinite(eff) else f"{q['question']}: {q['verdict']}")
     return out
 
 
@@ -56,9 +87,9 @@ def specialists(summary: pd.DataFrame) -> list[str]:
             s = head + (f", against {exp_r:.1f} among as many random directions of the same activations "
                         f"(Fisher p = {p:.2g}): " + ("more than random directions" if beyond and spec > exp_r else
                                                     "fewer than random directions" if beyond else
-                                                    "not more than random directions give, so not evidence of "
-                                                    "neurons with a word-class role")
-                        + f" (independent draws at the base rates would give {exp:.1f}, too easy a null)")
+                                                    "not more than random directions give")
+                        + " (one of three controls; whether this is word-class specialisation is the controls' "
+                        f"verdict; independent draws at the base rates would give {exp:.1f}, too easy a null)")
         elif r["top tokens"] == "all":
             s = head + f", against a floor of {exp:.1f} expected by chance (a floor, not a fair null: a neuron firing on one token is trivially a specialist)"
         else:
@@ -75,29 +106,33 @@ def specialists(summary: pd.DataFrame) -> list[str]:
 
 def head_lines(heads: pd.DataFrame, threshold: float, references: pd.DataFrame | None = None,
                median_len: int | None = None) -> list[str]:
-    """Per model, the head table in words (notebook 06's head table: model, layer, head, label, "offset η²",
-    "label (|r| > 0.5 rule)", "r (lower triangle)", "r (full matrix)", "weight at top offset", "top offset",
-    "start-token weight"): how many heads are positional by offset η² and by Rathod et al.'s |r| rule, the range of
-    r, the heads that put at least half their attention on one fixed offset, and the mean weight on the start token.
-    ``references``: :func:`helpers.analysis.attention_stats.reference_heads` for a story of ``median_len`` tokens (the
-    known-answer check of both statistics), printed first."""
+    """Per model, the head table in words (notebook 06's head table: model, layer, head, label, "offset η²" with "η² CI
+    low"/"η² CI high", "label (|r| > 0.5 rule)", "r (lower triangle)", "r (full matrix)", "weight at top offset",
+    "top offset", "start-token weight"): the η² range and the widest interval over stories, how many heads Rathod et
+    al.'s |r| rule calls positional, the range of r, the heads that put at least half their attention on one fixed
+    offset, and the mean weight on the start token. ``references``:
+    :func:`helpers.analysis.attention_stats.reference_heads` for a story of ``median_len`` tokens (the known-answer
+    check of both statistics), printed first."""
     out = []
     if references is not None and len(references):
         ok = int((references["kind (η² rule)"] == references["expected"]).sum())
         r_ok = int(((references["label (|r| > 0.5 rule)"] == "positional")
                     == (references["expected"] == "positional")).sum())
-        out.append(f"known-answer check on synthetic heads ({median_len} tokens): offset η² classifies {ok} of "
+        out.append(f"known-answer check on synthetic heads ({median_len} tokens): the graded classes get {ok} of "
                    f"{len(references)} right; the |r| > 0.5 rule gets {r_ok} of {len(references)} positional-or-not "
-                   "right (" + ", ".join(f"{v['ideal head']} η² = {v['offset η²']:.2f}, r = {v['r (lower triangle)']:+.2f}"
+                   "right (" + ", ".join(f"{v['ideal head']}: {v['kind (η² rule)']}, η² = {v['offset η²']:.2f}"
                                          for v in references.to_dict("records")) + ")")
     for name, h in heads.groupby("model", sort=False):
-        n_pos = int((h.label == "positional").sum())
         n_pos_r = int((h["label (|r| > 0.5 rule)"] == "positional").sum()) if "label (|r| > 0.5 rule)" in h else 0
         fixed = h[h["weight at top offset"] >= 0.5]
         offsets = ", ".join(f"L{r['layer']}H{r['head']}: {r['top offset']} back"
                             for r in fixed.to_dict("records")) or "none"
-        out.append(f"{name}: {n_pos} of {len(h)} heads positional (offset η² > {threshold}; η² "
-                   f"{h['offset η²'].min():.2f} … {h['offset η²'].max():.2f}), {n_pos_r} by |r| > 0.5; r ranges "
+        width = ""
+        if "η² CI low" in h and np.isfinite(h["η² CI low"]).any():
+            w = (h["η² CI high"] - h["η² CI low"]).max()
+            width = f", intervals over stories at most {w:.2f} wide"
+        out.append(f"{name}: offset η² {h['offset η²'].min():.2f} … {h['offset η²'].max():.2f}{width} "
+                   f"(positional from {threshold}); {n_pos_r} positional by |r| > 0.5; r ranges "
                    f"{h['r (lower triangle)'].min():+.2f} … {h['r (lower triangle)'].max():+.2f} (full-matrix r: "
                    f"{h['r (full matrix)'].min():+.2f} … {h['r (full matrix)'].max():+.2f}); {len(fixed)} heads put "
                    f"≥ 50 % of their attention on one fixed offset ({offsets}); mean start-token weight "
@@ -108,19 +143,25 @@ def head_lines(heads: pd.DataFrame, threshold: float, references: pd.DataFrame |
 def paper_pattern(check: pd.DataFrame) -> list[str]:
     """The TinyStories observation per model and grouping (:func:`helpers.analysis.interpret_tables.paper_observation`
     rows): determiners + punctuation among the nearer heads' strongest targets, names + nouns among the farther
-    heads', each half seen when the difference reaches the table's 2-point rule (shares of one model's heads, no
-    interval over training runs)."""
+    heads'; each half is read from its bootstrap interval over stories by :func:`helpers.core.claims.pattern_claim`
+    ("holds" only where the interval excludes 0), and the whole pattern holds only where both halves do."""
     if check.empty:
         return ["no model has both groups of heads, so the paper's observation cannot be checked here"]
     out = []
     for v in check.to_dict("records"):
-        near, far = ("short-range", "long-range") if v["grouping"] == "span" else ("positional", "semantic")
-        both = int(v["function words nearer"]) + int(v["names/nouns farther"])
-        out.append(f"{v['model']} ({v['grouping']}): determiners+punctuation are {v[f'{near}: determiner+punctuation']:.0%} "
-                   f"of {near} heads' strongest targets vs {v[f'{far}: determiner+punctuation']:.0%} for {far} heads "
-                   f"(base {v['base: determiner+punctuation']:.0%}); names+nouns {v[f'{near}: name+noun']:.0%} vs "
-                   f"{v[f'{far}: name+noun']:.0%} (base {v['base: name+noun']:.0%}) → the paper's pattern "
-                   f"{['does not hold', 'holds in part', 'holds'][both]}")
+        near, far = ("short-range", "long-range") if v["grouping"] == "span" else ("positional", "content")
+        halves = [pattern_claim(f"determiners+punctuation nearer ({v[f'{near}: determiner+punctuation']:.0%} of "
+                                f"{near} heads' strongest targets vs {v[f'{far}: determiner+punctuation']:.0%}, base "
+                                f"{v['base: determiner+punctuation']:.0%})", v["function words nearer"],
+                                v.get("function words nearer CI low"), v.get("function words nearer CI high")),
+                  pattern_claim(f"names+nouns farther ({v[f'{far}: name+noun']:.0%} vs {v[f'{near}: name+noun']:.0%}, "
+                                f"base {v['base: name+noun']:.0%})", v["names/nouns farther"],
+                                v.get("names/nouns farther CI low"), v.get("names/nouns farther CI high"))]
+        held = sum(": holds," in h for h in halves)
+        whole = ("the paper's pattern holds" if held == 2 else "the paper's pattern holds in one half only"
+                 if held == 1 else "the paper's pattern is not shown")
+        out.append(f"{v['model']} ({v['grouping']}, differences of shares with 95 % intervals over stories): "
+                   + "; ".join(halves) + f" → {whole}")
     return out
 
 
@@ -141,22 +182,34 @@ def specialist_comparison(summary: pd.DataFrame, small: str, large: str,
                           lists: Sequence[str] = ("all", "distinct")) -> list[str]:
     """Does the larger model have more specialist neurons per neuron than the smaller, per top-token list? Reads the
     shares and their intervals from :func:`helpers.analysis.interpret_tables.specialist_totals` ("share of
-    neurons", "share CI low"/"share CI high"); "more"/"fewer" only where the two intervals do not overlap, and then
-    said to hold on these neurons (one model per size: the intervals do not cover the training seed)."""
+    neurons", "share CI low"/"share CI high") through :func:`helpers.core.claims.apart_claim`: "above"/"below" only
+    where the two intervals do not overlap, said to hold on these neurons (an interval over neurons does not cover
+    the training seed); overlap is "not shown apart", never "as many"."""
     out = []
     for mode in lists:
         t = summary[summary["top tokens"] == mode].set_index("model")
         if small not in t.index or large not in t.index:
             continue
-        ci = {m: (t.at[m, "share CI low"], t.at[m, "share CI high"]) for m in (small, large)}
+        ci = {m: (float(t.at[m, "share CI low"]), float(t.at[m, "share CI high"])) for m in (small, large)}
         share = {m: t.at[m, "share of neurons"] for m in (small, large)}
-        if intervals_apart(ci[small], ci[large]):
-            word = "more" if share[large] > share[small] else "fewer"
-            head = (f"the larger model ({large}) has {word} specialists per neuron than the smaller ({small}) on these "
-                    "neurons (an interval over neurons says which neurons, not which training seed: one seed each)")
-        else:
-            head = (f"the larger model ({large}) and the smaller ({small}) have as many specialists per neuron within "
-                    "their intervals")
-        out.append(f"{mode} top tokens: {head}: {share[large]:.0%} [{ci[large][0]:.0%}, {ci[large][1]:.0%}] vs "
-                   f"{share[small]:.0%} [{ci[small][0]:.0%}, {ci[small][1]:.0%}] (95 % Wilson intervals over neurons)")
+        words = apart_claim(f"the larger model ({large})", ci[large], f"the smaller ({small})", ci[small],
+                            "neurons (one training seed each: the intervals say which neurons, not which seed)")
+        out.append(f"{mode} top tokens, specialists per neuron: {words}: {share[large]:.0%} [{ci[large][0]:.0%}, "
+                   f"{ci[large][1]:.0%}] vs {share[small]:.0%} [{ci[small][0]:.0%}, {ci[small][1]:.0%}] (95 % Wilson "
+                   "intervals over neurons)")
+    return out
+
+
+def control_lines(controls: pd.DataFrame) -> list[str]:
+    """Notebook 06's neuron controls (:func:`helpers.analysis.interpret_tables.neuron_controls`) in words: per model and
+    top-token list, the trained model's specialists beside each control's, the Fisher p values, and the verdict
+    (word-class specialisation only beyond every control)."""
+    names = [("random-weight specialists", "random-weight layer"), ("random-direction specialists", "random directions"),
+             ("untrained-model specialists", "untrained model")]
+    out = []
+    for v in controls.to_dict("records"):
+        ctl = ", ".join(f"{label} {int(v[col])} (p = {v[f'p vs {label}']:.2g})" for col, label in names
+                        if col in v and pd.notna(v.get(col)))
+        out.append(f"{v['model']} ({v['top tokens']} top tokens): {int(v['trained specialists'])} of {int(v['neurons'])} "
+                   f"neurons are specialists against {ctl}: {v['verdict']}")
     return out

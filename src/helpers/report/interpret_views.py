@@ -11,6 +11,7 @@ import numpy as np
 from matplotlib.colors import PowerNorm
 
 from helpers.analysis.interpret import ModelAnalysis, attention_maps, display_token
+from helpers.analysis.attention_stats import POSITIONAL_ETA2
 from helpers.analysis.interpret_tables import head_table
 from helpers.analysis.lexicon import ATTENTION_CLASSES
 from helpers.core.stats import wilson_interval
@@ -103,7 +104,8 @@ def _short(label: str, chars: int = 9) -> str:
     return label if len(label) <= chars else label[:chars - 1] + "…"
 
 
-HEAD_CLASS_COLOURS = {"positional": "#1b6ca8", "semantic": "#b5651d", "diffuse": "#555555"}
+HEAD_CLASS_COLOURS = {"positional": "#1b6ca8", "sink": "#7b3294", "content": "#b5651d", "mixed": "#1a9641",
+                      "diffuse": "#555555"}
 
 
 def plot_attention_grid(att: np.ndarray, labels: Sequence[str], types: Sequence[str], title: str = "",
@@ -114,7 +116,7 @@ def plot_attention_grid(att: np.ndarray, labels: Sequence[str], types: Sequence[
     layer's heads sit side by side, at most ``max_cols`` to a row, in a figure of the print width. Only a few tokens
     are labelled, words of two or more letters spread over the story (:func:`readable_ticks`; ``labels`` may be
     :func:`word_labels`, ``""`` on a word's later pieces), in type at least 8 pt; each panel is titled with its
-    layer, head and, given ``head_classes`` (``{(layer, head): "positional" | "semantic" | "diffuse"}``, the
+    layer, head and, given ``head_classes`` (``{(layer, head): "positional" | "sink" | "content" | "mixed" | "diffuse"}``, the
     ``label`` of :func:`helpers.analysis.interpret_tables.head_table`), the head's class."""
     L, H, T, _ = att.shape
     n = min(n or T, T)
@@ -159,7 +161,7 @@ def plot_attention_grid(att: np.ndarray, labels: Sequence[str], types: Sequence[
     return fig
 
 
-def attention_figure(a: ModelAnalysis, story: int, n: int, threshold: float = 0.5, title: str | None = None):
+def attention_figure(a: ModelAnalysis, story: int, n: int, threshold: float = POSITIONAL_ETA2, title: str | None = None):
     """Notebook 06's attention maps of one model: :func:`plot_attention_grid` of held-out story ``story`` (its first
     ``n`` tokens), the tokens labelled by the words they start (:func:`word_labels`) and each head titled with its
     class over all analysed stories (:func:`helpers.analysis.interpret_tables.head_table` at ``threshold``)."""
@@ -168,7 +170,7 @@ def attention_figure(a: ModelAnalysis, story: int, n: int, threshold: float = 0.
     att = attention_maps(a.model, ids)
     pieces = [display_token(a.tokenizer, t) if i == 0 else  # the whole story: a word cut by the window keeps its name
               a.tokenizer.decode([int(t)], clean_up_tokenization_spaces=False) for i, t in enumerate(whole)]
-    heads = head_table(a, threshold)
+    heads = head_table(a, threshold, n_boot=0)  # the classes only: no interval needed
     classes = {(int(r.layer), int(r.head)): str(r.label) for r in heads.itertuples(index=False)}
     title = title or (f"{a.name}: attention of every layer × head, held-out story {story} (first {len(ids)} tokens); "
                       "head classes over all analysed stories")
@@ -214,14 +216,14 @@ def plot_correlation_grid(heads: "pd.DataFrame", threshold: float = 0.5):  # noq
     return fig
 
 
-def plot_head_kind_grid(heads: "pd.DataFrame", threshold: float = 0.5):  # noqa: F821
-    """Offset η² per layer × head (0 to 1), one panel per model; each cell is marked with the head's kind: P
-    positional (η² > threshold), S semantic, D diffuse (nearly even attention)."""
+def plot_head_kind_grid(heads: "pd.DataFrame", threshold: float = POSITIONAL_ETA2):  # noqa: F821
+    """Offset η² (√weights) per layer × head (0 to 1), one panel per model; each cell is marked with the head's graded
+    class: P positional (η² ≥ threshold), S sink, C content, M mixed, D diffuse (nearly even attention)."""
     models = list(dict.fromkeys(heads["model"]))
     n_heads, n_layers = heads["head"].nunique(), heads["layer"].nunique()
     fig, axes, inches = panels(len(models), max(2.2, 0.45 * n_heads + 0.9), 0.45 * n_layers + 1.0, extra_width=1.0,
                                extra_height=1.0)
-    mark = {"positional": "P", "semantic": "S", "diffuse": "D"}
+    mark = {"positional": "P", "sink": "S", "content": "C", "mixed": "M", "diffuse": "D"}
     im = None
     for ax, m in zip(axes, models):
         g = heads[heads["model"] == m]
@@ -240,8 +242,9 @@ def plot_head_kind_grid(heads: "pd.DataFrame", threshold: float = 0.5):  # noqa:
         ax.grid(False)
     fig.colorbar(im, ax=axes, shrink=0.9, label="offset η²")
     n_pos = int((heads["label"] == "positional").sum())
-    fig.suptitle(wrap(f"Share of each head's attention variance explained by the offset alone (η²)\n"
-                      f"P positional (η² > {threshold}), S semantic, D diffuse; {n_pos} of {len(heads)} heads positional",
+    fig.suptitle(wrap(f"Share of each head's attention variance (√weights) explained by the offset alone (η²)\n"
+                      f"P positional (η² ≥ {threshold}), S sink, C content, M mixed, D diffuse; {n_pos} of "
+                      f"{len(heads)} heads positional",
                       fig.get_figwidth(), font_pt(key="figure.titlesize")))
     return fig
 
