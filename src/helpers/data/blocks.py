@@ -26,18 +26,71 @@ def pack_blocks(token_lists: Iterable[Sequence[int]], block: int) -> "torch.Tens
     return torch.from_numpy(flat[: n * block].reshape(n, block).copy())
 
 
-def cached_blocks(path: str | Path, fp: str, make: Callable[[], "torch.Tensor"], name: str = "blocks",
-                  log: Callable[[str], None] = print) -> "torch.Tensor":
+_NPY_HEADER = 128  # bytes of the .npy header pack_blocks_to_file writes (magic, version, length, dict, padding)
+
+
+def _npy_header(rows: int, block: int) -> bytes:
+    """A version-1.0 ``.npy`` header for an int64 C-order array of ``[rows, block]``, padded to a fixed length so that
+    it can be written before the rows are counted and rewritten in place after."""
+    d = "{'descr': '<i8', 'fortran_order': False, 'shape': (%d, %d), }" % (rows, block)
+    body = _NPY_HEADER - 10
+    if len(d) + 1 > body:
+        raise ValueError(f"shape ({rows}, {block}) does not fit a {_NPY_HEADER}-byte .npy header")
+    return b"\x93NUMPY\x01\x00" + body.to_bytes(2, "little") + d.encode("latin1") + b" " * (body - len(d) - 1) + b"\n"
+
+
+def pack_blocks_to_file(token_lists: Iterable[Sequence[int]], block: int, path: str | Path,
+                        chunk_tokens: int = 1 << 22) -> int:
+    """:func:`pack_blocks` written straight into the ``.npy`` file ``path`` as the lists stream in: at most
+    ``chunk_tokens`` ids (32 MB) are held at a time, whatever the corpus's size (440M words: ~860M ids, ~7 GB, never
+    in memory at once). The same rows as :func:`pack_blocks` (tested); returns the number of rows."""
+    if block <= 1:
+        raise ValueError(f"block length must be > 1, got {block}")
+    path = Path(path)
+    total, buf, held = 0, [], 0
+    with open(path, "wb") as f:
+        f.write(_npy_header(0, block))
+
+        def flush(parts: list) -> None:
+            nonlocal total
+            if parts:
+                arr = np.fromiter((t for ids in parts for t in ids), dtype="<i8")
+                f.write(arr.tobytes())
+                total += len(arr)
+
+        for ids in token_lists:
+            buf.append(ids)
+            held += len(ids)
+            if held >= chunk_tokens:
+                flush(buf)
+                buf, held = [], 0
+        flush(buf)
+        rows = total // block
+        if rows == 0:
+            raise ValueError(f"only {total} tokens: not enough for one block of {block}")
+        f.truncate(_NPY_HEADER + rows * block * 8)  # the remainder is dropped, as pack_blocks drops it
+        f.seek(0)
+        f.write(_npy_header(rows, block))
+    return rows
+
+
+def cached_blocks(path: str | Path, fp: str, make: Callable[[], "torch.Tensor | Iterable[Sequence[int]]"],
+                  name: str = "blocks", log: Callable[[str], None] = print, block: int | None = None) -> "torch.Tensor":
     """The blocks ``make()`` packs, saved once as ``path`` (``.npy``, int64, atomically; stamped with ``fp``, the
     inputs' fingerprint) and returned memory-mapped (copy-on-write): a rerun reads no corpus and tokenises nothing,
     and the rows are paged in as batches touch them instead of being held in memory (the paper profile's budgets are
-    ~860M token ids, ~7 GB as int64). The ids are the same as ``make()``'s, so digests of them do not change."""
+    ~860M token ids, ~7 GB as int64). The ids are the same as ``make()``'s, so digests of them do not change.
+    With ``block``, ``make()`` returns the token lists instead (e.g. :func:`helpers.data.tokenizers.iter_story_ids`
+    over a streamed corpus), packed into the file as they come (:func:`pack_blocks_to_file`): the first run holds
+    no whole budget in memory either."""
     path = Path(path)
 
     def write() -> None:
-        blocks = make()
         with atomic_path(path, suffix=".npy") as tmp:
-            np.save(tmp, np.ascontiguousarray(blocks.numpy(), dtype=np.int64))
+            if block is not None:
+                pack_blocks_to_file(make(), block, tmp)
+            else:
+                np.save(tmp, np.ascontiguousarray(make().numpy(), dtype=np.int64))
 
     run_step(name, path, fp, write, log=log)
     return torch.from_numpy(np.load(path, mmap_mode="c"))
