@@ -105,6 +105,94 @@ def test_power_law_fit_recovers_exponent_and_its_interval_covers_it():
         fit_power_law([1.0, 2.0], [0.0, 1.0])
 
 
+def _runs(c, loss, steps=(20, 40, 60)):
+    """Toy sweep points: each run evaluated at ``steps``, its final evaluation at (c, loss)."""
+    return [{"run": f"r{i}", "step": s, "flops": ci * s / steps[-1], "valid_loss": li * (1 + 0.5 * (steps[-1] - s) / steps[-1])}
+            for i, (ci, li) in enumerate(zip(c, loss)) for s in steps]
+
+
+def test_run_frontier_keeps_one_point_per_run_and_no_duplicate():
+    pts = _runs([1e12, 2e12, 4e12, 8e12], [5.0, 4.6, 4.3, 4.4])
+    pts += [dict(pts[5]), {**pts[8], "run": "r2 again"}]  # r1's final evaluation logged twice; r2's under another name
+    front = A.run_frontier(pts)
+    assert [(p["run"], p["step"]) for p in front] == [("r0", 60), ("r1", 60), ("r2", 60)]  # r3: costlier and worse
+    assert len({(p["flops"], p["valid_loss"]) for p in front}) == len(front)
+
+
+def test_a_duplicated_point_does_not_enter_the_bootstrap():
+    rng = np.random.default_rng(3)
+    c = np.logspace(12, 15, 8)
+    pts = _runs(c, 30.0 * c ** -0.07 * np.exp(rng.normal(0, 0.01, len(c))))
+    fit = A.power_law_over_runs(pts, seed=1)
+    doubled = A.power_law_over_runs(pts + [dict(p) for p in pts if p["run"] == "r7"], seed=1)
+    assert fit.n == doubled.n == 8 and fit.method == "bootstrap over runs"
+    assert (fit.exponent, fit.ci) == (doubled.exponent, doubled.ci)
+    # the same points given straight to the bootstrap with one of them twice move the interval: dedup matters
+    front = A.run_frontier(pts)
+    cc, ll = [p["flops"] for p in front], [p["valid_loss"] for p in front]
+    assert A.bootstrap_exponent(cc + cc[-1:], ll + ll[-1:], seed=1)[0] != fit.ci
+
+
+def test_bootstrap_interval_covers_a_known_exponent():
+    rng = np.random.default_rng(0)
+    c = np.logspace(12, 16, 12)
+    loss = 40.0 * c ** -0.07 * np.exp(rng.normal(0, 0.01, len(c)))
+    fit = A.power_law_over_runs(_runs(c, loss), 0.95, n_boot=2000, seed=42)
+    assert fit.n == 12 and abs(fit.exponent - 0.07) < 0.01
+    assert fit.ci[0] < 0.07 < fit.ci[1] and fit.ci[1] - fit.ci[0] < 0.02
+    assert fit.ci == A.power_law_over_runs(_runs(c, loss), 0.95, n_boot=2000, seed=42).ci  # seeded
+    assert "percentile bootstrap over the 12 runs" in fit.describe() and "seed 42" in fit.interval_method()
+    covered = 0
+    for k in range(40):  # over repeated noisy sweeps the interval holds the true exponent most of the time
+        r = np.random.default_rng(100 + k)
+        noisy = 40.0 * c ** -0.07 * np.exp(r.normal(0, 0.01, len(c)))
+        lo, hi = A.bootstrap_exponent(c, noisy, 0.95, n_boot=500, seed=k)[0]
+        covered += lo < 0.07 < hi
+    assert covered >= 32  # a percentile bootstrap over 12 cases covers a little under 95 %
+
+
+def test_power_law_over_runs_with_too_few_runs():
+    three = A.power_law_over_runs(_runs([1e12, 2e12, 4e12], [5.0, 4.6, 4.3]), seed=0)
+    assert math.isfinite(three.ci[0]) and three.ci[0] <= three.exponent <= three.ci[1]
+    two = A.power_law_over_runs(_runs([1e12, 2e12], [5.0, 4.6]), seed=0)
+    assert math.isfinite(two.exponent) and math.isnan(two.ci[0])
+    one = A.power_law_over_runs(_runs([1e12, 2e12], [5.0, 5.2]), seed=0)  # the cheapest run is also the best
+    assert one.n == 1 and math.isnan(one.exponent)
+    from helpers.report import architecture_findings as F
+    assert "not fitted" in F.power_law(one) and "too few for an interval" in F.power_law(two)
+    s = F.power_law(three)
+    assert "frontier runs" in s and "percentile bootstrap over the 3 runs" in s
+
+
+def _sweep_table(rows):
+    import pandas as pd
+    return pd.DataFrame([{"model": m, "hidden": h, "layers": l, "heads": a, "best valid loss": v} for m, h, l, a, v in rows])
+
+
+# the cpu reference run's sweep (reports/cpu/tables/02b_sweep.csv, rounded): the two lowest are 0.022 apart
+CPU_SWEEP = [("h64-l2-a4", 64, 2, 4, 5.0918), ("h64-l4-a4", 64, 4, 4, 4.9689), ("h128-l2-a4", 128, 2, 4, 4.6619),
+             ("h128-l4-a4", 128, 4, 4, 4.6852), ("h256-l2-a4", 256, 2, 4, 4.8169), ("h256-l4-a4", 256, 4, 4, 4.9514),
+             ("h128-l4-a2", 128, 4, 2, 4.6398), ("h128-l4-a8", 128, 4, 8, 4.8805)]
+
+
+def test_sweep_within_noise_reads_tied():
+    from helpers.report import architecture_findings as F
+    toy = _sweep_table([("a", 64, 2, 4, 4.640), ("b", 128, 2, 4, 4.662), ("c", 64, 4, 4, 4.90), ("d", 128, 4, 4, 4.95)])
+    s = F.sweep(toy, noise=0.03)
+    assert s[0].startswith("held-out loss at equal tokens: tied within the noise of ±0.030: a 4.640, b 4.662")
+    assert "lowest held-out loss" not in " ".join(s)
+    assert F.sweep(toy, noise=0.01)[0] == "lowest held-out loss at equal tokens: a (4.640), beyond the noise of ±0.010"
+    cpu = F.sweep(_sweep_table(CPU_SWEEP), 0.03)
+    assert "tied within the noise of ±0.030: h128-l4-a2 4.640, h128-l2-a4 4.662" in cpu[0]
+    assert not any(x.startswith("lowest") or ": lowest" in x and "beyond" not in x for x in cpu)
+    caveat = F.sweep_caveat(_sweep_table(CPU_SWEEP), 128, 3e-3, 100, 0.03)
+    assert "tied within the noise of ±0.030: h128-l2-a4 4.662, h128-l4-a4 4.685" in caveat
+    assert caveat.endswith("the tied lowest losses, all at hidden 128, may reflect that tuning rather than the width")
+    # a depth row that is neither monotone nor flat names its lowest width only beyond noise
+    bumpy = _sweep_table([("x", 64, 2, 4, 4.70), ("y", 128, 2, 4, 4.68), ("z", 256, 2, 4, 4.90)])
+    assert "layers 2: loss over hidden: tied within the noise of ±0.030: hidden 128 4.680, hidden 64 4.700" in F.sweep(bumpy)[1]
+
+
 # ----------------------------------------------------------------------------- contrastive
 
 

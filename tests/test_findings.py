@@ -117,14 +117,14 @@ def test_sweep_sentences():
         {"model": "h128-l4", "hidden": 128, "layers": 4, "heads": 4, "best valid loss": 4.4},
     ])
     s = architecture_findings.sweep(t)
-    assert s[0] == "lowest held-out loss at equal tokens: h128-l4 (4.400)"
+    assert s[0] == "lowest held-out loss at equal tokens: h128-l4 (4.400), beyond the noise of ±0.030"
     assert "layers 2: loss falls with hidden" in s[1]
     assert any("hidden 64: loss does not change beyond noise with layers" in x for x in s)
     # a heads slice beside the grid: the grid keeps its width/depth sentences, the slice gets its own
     t = pd.concat([t, pd.DataFrame([{"model": "h128-l4-a2", "hidden": 128, "layers": 4, "heads": 2, "best valid loss": 4.6},
                                     {"model": "h256-l4", "hidden": 256, "layers": 4, "heads": 4, "best valid loss": 4.5}])])
     s = architecture_findings.sweep(t)
-    assert any(x.startswith("layers 4: loss is lowest at hidden 128") for x in s)
+    assert any(x.startswith("layers 4: lowest loss over hidden: hidden 128 (4.400), beyond the noise") for x in s)
     assert any(x.startswith("hidden 128: loss falls with layers") for x in s)
     assert any("heads [2, 4] change the loss by 0.200" in x for x in s)
 
@@ -527,8 +527,14 @@ def test_compressor_and_memory_sentences():
     r = pd.DataFrame({"width": [128, 128, 128, 256, 256, 256], "batch": [2, 8, 32, 2, 8, 32],
                       "compressor / GPT-Neo": [0.80, 0.82, 0.83, 0.52, 0.70, 0.76]})
     m = architecture_findings.memory(r)
-    assert m[0] == ("peak training memory, compressor / GPT-Neo: 0.52–0.83 over 6 (width, batch) sizes; the largest "
-                    "saving (48%) at width 256, batch 2")
+    assert m[0].startswith("peak training memory, compressor / GPT-Neo: 0.52–0.83 over 6 (width, batch) sizes; ratio: tied")
+    assert m[0].endswith("(no size has the largest saving)")  # ratios without their MB peaks: nothing separates them
+    mb = pd.DataFrame({"width": r.width, "batch": r.batch, "compressor": [32.0, 139.0, 561.0, 25.0, 163.0, 724.0],
+                       "gpt-neo": [40.0, 170.0, 672.0, 56.0, 233.0, 953.0]})
+    mb["compressor / GPT-Neo"] = mb.compressor / mb["gpt-neo"]
+    assert architecture_findings.memory(mb)[0].endswith(
+        "the largest saving (55%) at width 256, batch 2, beyond the other sizes with both peaks moved by ±5 MB")
+    assert "no size has the largest saving beyond ±20 MB" in architecture_findings.memory(mb, noise_mb=20)[0]
     assert m[1].startswith("width 128: the saving shrinks as the batch grows (batch 2 0.80 → batch 8 0.82")
     assert architecture_findings.memory(r.assign(**{"compressor / GPT-Neo": [0.9, 0.8, 0.85, 0.5, 0.4, 0.3]}))[2] \
         .startswith("width 256: the saving grows")

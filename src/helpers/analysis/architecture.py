@@ -9,9 +9,12 @@ Table 1 and §6; Eldan & Li 2023).
 * **Compute scaling** (Eldan & Li 2023's "scaling law" discussion): every validation point of every run is placed at
   its training compute C = :func:`helpers.models.decoder.flops_per_token` × tokens seen (6·N for the matmul weights plus
   the attention scores and mixing, forward + backward). :func:`pareto_frontier` keeps the points no cheaper point
-  beats; :func:`fit_power_law` fits L = a·C^(-α) by least squares on log L vs log C over the frontier and gives α
-  with a t confidence interval. Intermediate points of a cosine-schedule run are not runs trained to that length
-  (Hoffmann et al. 2022): the frontier is the usual approximation, said so in the notebook.
+  beats; :func:`fit_power_law` fits L = a·C^(-α) by least squares on log L vs log C and gives α with a t confidence
+  interval. The checkpoints of one run are not independent (each continues the last) and an intermediate point of
+  a cosine-schedule run is not a run trained to that length (Hoffmann et al. 2022), so the notebook's law is
+  :func:`power_law_over_runs`: one point per run (:func:`run_frontier`: each run's final evaluation, the frontier of
+  those), least squares over them, and α's interval a seeded percentile bootstrap over the runs
+  (:func:`bootstrap_exponent`, through :func:`helpers.core.stats.bootstrap_interval`).
 * **Contrastive objective** (Rathod et al. 2024, §6): a ``fraction`` of every batch's rows are packed from stories whose
   sentences were shuffled (:class:`ContrastiveBlocks`); :func:`contrastive_loss` is
   L = L_next(normal rows) + α / (L_next(shuffled rows) + 0.01). Rows, not extra rows: the contrastive model sees
@@ -28,14 +31,14 @@ import itertools
 from collections import Counter
 import math
 import random
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import torch
 from scipy import stats
 
-from helpers.core.stats import wilson_interval
+from helpers.core.stats import bootstrap_interval, wilson_interval
 from helpers.data.blocks import PackedBlocks, pack_blocks
 from helpers.data.normalisation import split_sentences
 from helpers.data.tokenizers import iter_story_ids
@@ -132,7 +135,10 @@ def best_per_budget(points: Sequence[Mapping[str, Any]], budgets: Sequence[float
 
 @dataclass
 class PowerLaw:
-    """L = a · C^(-exponent), fitted on log-log axes; ``ci`` is the confidence interval of the exponent."""
+    """L = a · C^(-exponent), fitted on log-log axes; ``ci`` is the confidence interval of the exponent, by
+    ``method``: ``"t"`` (Student's t over the points) or ``"bootstrap over runs"`` (:func:`power_law_over_runs`:
+    ``resamples`` percentile-bootstrap resamples of the runs, ``dropped`` of them left out because all their runs
+    had one compute, seeded by ``seed``)."""
 
     a: float
     exponent: float
@@ -140,14 +146,32 @@ class PowerLaw:
     confidence: float
     r2: float
     n: int
+    method: str = "t"
+    resamples: int = 0
+    dropped: int = 0
+    seed: int | None = None
 
     def __call__(self, c):
         return self.a * np.asarray(c, dtype=float) ** (-self.exponent)
 
+    @property
+    def unit(self) -> str:
+        """What each fitted point is: a run (one point per run) or a point (checkpoints)."""
+        return "runs" if self.method == "bootstrap over runs" else "points"
+
     def describe(self) -> str:
         lo, hi = self.ci
-        ci = f"{self.confidence:.0%} CI [{lo:.4f}, {hi:.4f}]" if math.isfinite(lo) else "no CI (fewer than 3 points)"
-        return f"L = {self.a:.3g} · C^(-{self.exponent:.4f}), {ci}, R² = {self.r2:.3f}, {self.n} points"
+        ci = (f"{self.confidence:.0%} CI [{lo:.4f}, {hi:.4f}] ({self.interval_method()})" if math.isfinite(lo)
+              else "no CI (fewer than 3 points)")
+        return f"L = {self.a:.3g} · C^(-{self.exponent:.4f}), {ci}, R² = {self.r2:.3f}, {self.n} {self.unit}"
+
+    def interval_method(self) -> str:
+        """The exponent interval's method in words (a table caption or a findings sentence says it)."""
+        if self.method == "t":
+            return f"Student's t with {self.n} − 2 degrees of freedom"
+        return (f"percentile bootstrap over the {self.n} runs, one point each: {self.resamples:,} resamples of the runs "
+                f"with replacement, refitted, seed {self.seed}"
+                + (f"; {self.dropped:,} resamples whose runs all had one compute left out" if self.dropped else ""))
 
 
 def fit_power_law(c: Sequence[float], loss: Sequence[float], confidence: float = 0.95) -> PowerLaw:
@@ -170,6 +194,58 @@ def fit_power_law(c: Sequence[float], loss: Sequence[float], confidence: float =
     else:
         ci = (math.nan, math.nan)
     return PowerLaw(float(math.exp(intercept)), float(-slope), ci, confidence, r2, n)
+
+
+def run_frontier(points: Sequence[Mapping[str, Any]], x: str = "flops", y: str = "valid_loss") -> list[dict]:
+    """One point per run for the compute law: each run's final evaluation (its largest step; a run trained to the
+    end of its schedule, not an intermediate checkpoint), then the :func:`pareto_frontier` of those points (the
+    runs no cheaper run beats). A run's evaluation logged twice, and two runs with the same compute and loss, give
+    one point."""
+    final: dict[Any, dict] = {}
+    for p in points:
+        r = p["run"]
+        if r not in final or (p.get("step", 0), p[x]) > (final[r].get("step", 0), final[r][x]):
+            final[r] = dict(p)
+    return pareto_frontier(list(final.values()), x, y)
+
+
+def bootstrap_exponent(c: Sequence[float], loss: Sequence[float], confidence: float = 0.95, n_boot: int = 2000,
+                       seed: int = 0) -> tuple[tuple[float, float], int]:
+    """Percentile-bootstrap ``confidence`` interval of the exponent α of L = a·C^(-α): the (C, L) points (one per
+    run) resampled with replacement ``n_boot`` times (:func:`helpers.core.stats.bootstrap_interval`, seeded) and
+    refitted by least squares in log-log. A resample whose points all have one compute has no slope and is left
+    out. Returns the interval and how many resamples were left out; fewer than 3 points give no interval (NaN)."""
+    x, y = np.log(np.asarray(c, dtype=float)), np.log(np.asarray(loss, dtype=float))
+    if len(x) < 3:
+        return (math.nan, math.nan), 0
+    dropped = []
+
+    def slopes(idx: np.ndarray) -> np.ndarray:
+        xs, ys = x[idx], y[idx]
+        xc = xs - xs.mean(axis=1, keepdims=True)
+        sxx = (xc ** 2).sum(axis=1)
+        ok = sxx > 1e-12 * max(1.0, float(np.ptp(x)) ** 2)
+        dropped.append(int((~ok).sum()))
+        return -(xc[ok] * (ys[ok] - ys[ok].mean(axis=1, keepdims=True))).sum(axis=1) / sxx[ok]
+
+    lo, hi = bootstrap_interval(len(x), slopes, confidence, n_boot, seed)
+    return (float(lo), float(hi)), dropped[0]
+
+
+def power_law_over_runs(points: Sequence[Mapping[str, Any]], confidence: float = 0.95, n_boot: int = 2000,
+                        seed: int = 0) -> PowerLaw:
+    """The compute law of a sweep from one point per run (:func:`run_frontier`): α by least squares in log-log over
+    those points (:func:`fit_power_law`), its interval by :func:`bootstrap_exponent` over the runs (the checkpoints
+    of one run are not independent, so they are never resampled as if they were). A frontier of one run (a sweep
+    whose cheapest run is also its best) has no law: a, α and the interval are NaN, ``n`` says why."""
+    front = run_frontier(points)
+    c, loss = [p["flops"] for p in front], [p["valid_loss"] for p in front]
+    if len(front) < 2:
+        return PowerLaw(math.nan, math.nan, (math.nan, math.nan), confidence, math.nan, len(front),
+                        "bootstrap over runs", n_boot, 0, seed)
+    fit = fit_power_law(c, loss, confidence)
+    ci, dropped = bootstrap_exponent(c, loss, confidence, n_boot, seed)
+    return replace(fit, ci=ci, method="bootstrap over runs", resamples=n_boot, dropped=dropped, seed=seed)
 
 
 # ============================================================================================ contrastive training

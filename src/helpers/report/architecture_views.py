@@ -54,9 +54,11 @@ def plain_log_ticks(lo: float, hi: float, min_ticks: int = 4) -> list[float]:
 def plot_loss_vs_flops(ax, points, frontier, fit: PowerLaw, shapes: Mapping[str, Mapping[str, int]]) -> None:
     """Held-out loss vs training compute of every evaluation of every run, the frontier and the fitted law.
 
-    ``points`` and ``frontier`` are data frames with ``run``, ``flops`` and ``valid_loss``; ``shapes`` maps each
-    run to its hidden/layers/heads (:func:`run_styles`). The y axis is logarithmic with plain-number ticks; the
-    fit's label names the confidence level of the exponent's interval.
+    ``points`` and ``frontier`` are data frames with ``run``, ``flops`` and ``valid_loss`` (``frontier``: the points
+    the law was fitted on, circled: :func:`helpers.analysis.architecture.run_frontier`'s one point per run);
+    ``shapes`` maps each run to its hidden/layers/heads (:func:`run_styles`). The y axis is logarithmic with
+    plain-number ticks; the fit's label names the confidence level of the exponent's interval. A law that was not
+    fitted (NaN exponent: a frontier of one run) draws no line.
     """
     styles = run_styles(shapes)
     for name, g in points.groupby("run", sort=False):
@@ -64,13 +66,15 @@ def plot_loss_vs_flops(ax, points, frontier, fit: PowerLaw, shapes: Mapping[str,
         ax.plot(g.flops, g.valid_loss, color=st["color"], ls=st["ls"], marker=st["marker"], ms=4, lw=1.2,
                 alpha=0.85, label=name)
     ax.plot(frontier.flops, frontier.valid_loss, "o", mfc="none", mec="k", ms=8, mew=1.2, ls="none",
-            label="frontier (circled)")
+            label="frontier (circled: the fitted points)")
     cs = np.logspace(np.log10(frontier.flops.min()), np.log10(frontier.flops.max()), 50)
     lo, hi = fit.ci
     ci = (f"{fit.confidence:.0%} CI [{lo:.3f}, {hi:.3f}]" if math.isfinite(lo) else "no CI (< 3 points)")
-    ax.plot(cs, fit(cs), "k--", lw=1.5, label=f"fit L = a·C^(−α): α = {fit.exponent:.3f}, {ci}")
+    fitted = math.isfinite(fit.exponent)
+    if fitted:
+        ax.plot(cs, fit(cs), "k--", lw=1.5, label=f"fit L = a·C^(−α): α = {fit.exponent:.3f}, {ci}")
     ax.set(xscale="log", yscale="log", xlabel="training compute C (FLOPs)", ylabel="held-out loss (nats/token)")
-    y = np.concatenate([np.asarray(points.valid_loss, float), np.asarray(fit(cs), float)])
+    y = np.concatenate([np.asarray(points.valid_loss, float), np.asarray(fit(cs) if fitted else [], float)])
     ylo, yhi = float(y.min()), float(y.max())
     pad = (yhi / ylo) ** 0.04
     ax.set_ylim(ylo / pad, yhi * pad)
