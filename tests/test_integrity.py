@@ -16,7 +16,7 @@ import pytest
 
 from conftest import edit_params
 from helpers import runner
-from helpers.core import config
+from helpers.core import config, secrets
 
 REPO = config.repo_root()
 FAKE_KEY = "sk-proj-Zq3xR7uT9wLm2Kp8Vn4Bc6Hd1Jf5Gs0A"
@@ -47,7 +47,7 @@ def test_an_api_key_pasted_as_the_variable_name_is_refused_before_running_and_ne
 
 @pytest.mark.parametrize("name", ["OPENAI_API_KEY", "MY_JUDGE_KEY_2024", "TOGETHER_API_KEY", "azure_openai_key"])
 def test_variable_names_are_not_mistaken_for_keys(name):
-    assert not config.looks_like_secret(name) and config.secret_name_problem("judge_api_key_env", name) is None
+    assert not secrets.looks_like_secret(name) and secrets.secret_name_problem("judge_api_key_env", name) is None
 
 
 def test_the_judge_config_never_repeats_a_pasted_key():
@@ -79,6 +79,112 @@ def test_the_executed_notebook_masks_the_judges_key_wherever_a_cell_printed_it(r
     assert FAKE_KEY not in str(e.value) and "***" in str(e.value)
     text = (repo.parent / "reports" / "smoke" / "notebooks" / "05b_story_evaluation.ipynb").read_text()
     assert FAKE_KEY not in text and text.count("***") >= 2
+
+
+@pytest.mark.parametrize("url, what", [
+    (f"https://host/v1?api_key={FAKE_KEY}", "its query parameter api_key="),
+    (f"https://host/v1?model=m&key={FAKE_KEY}", "its query parameter key="),
+    ("https://host/v1?token=abc123", "its query parameter token="),
+    ("https://host/v1?access_token=abc123", "its query parameter access_token="),
+    ("https://host/v1?secret=hush-hush", "its query parameter secret="),
+    ("https://host/v1?password=hunter2", "its query parameter password="),
+    ("https://host/v1?x_api_key=abc123", "its query parameter x_api_key="),
+    ("https://alice:hunter2pw@host/v1", "user:password@ in the URL"),
+    (f"https://{FAKE_KEY}@host/v1", "a user name that looks like a key in the URL"),
+])
+def test_a_credential_in_a_url_is_refused_before_running_in_one_line_never_shown(repo, monkeypatch, capsys, url, what):
+    import papermill as pm
+
+    ran = []
+    monkeypatch.setattr(pm, "execute_notebook", lambda *a, **k: ran.append(a))
+    edit_params(repo, "05b", "judge_base_url: null", f"judge_base_url: '{url}'")
+    secret = url.split("=")[-1] if "=" in url else url.split("//")[1].split("@")[0].split(":")[-1]
+    with pytest.raises(runner.RunnerError) as e:
+        runner.plan("smoke", runner.notebooks())
+    line = str(e.value)
+    assert "05b_story_evaluation.yaml: judge_base_url carries a credential in its URL (" + what in line
+    assert "judge_api_key_env" in line and secret not in line and "\n" not in line
+    assert runner.main(["--profile", "smoke", "--only", "05b"]) == 1
+    out = capsys.readouterr()
+    assert secret not in out.out + out.err and "carries a credential" in out.err
+    assert ran == [] and not (repo.parent / "reports" / "smoke" / "notebooks" / "05b_story_evaluation.ipynb").exists()
+    with pytest.raises(config.ParamsError, match="carries a credential") as e:
+        config.load_params("smoke", "05b")
+    assert secret not in str(e.value)
+
+
+@pytest.mark.parametrize("url", ["http://localhost:8000/v1", "https://api.openai.com/v1",
+                                 "https://host/v1?model=gpt-4o&api-version=2024-06-01", "http://127.0.0.1:11434/v1/"])
+def test_urls_without_credentials_pass(url):
+    assert secrets.url_credentials(url) == [] and config.check_value("judge_base_url", url, None) == []
+    assert secrets.redact(url) == url
+
+
+def test_the_judge_config_refuses_a_credential_in_its_url_wherever_it_came_from(monkeypatch):
+    from helpers.judge.client import JudgeConfig
+
+    with pytest.raises(ValueError, match=r"^judge base_url carries a credential in its URL \(its query parameter "
+                                         r"api_key=; not shown\)") as e:
+        JudgeConfig(base_url=f"https://host/v1?api_key={FAKE_KEY}", model="m")
+    assert FAKE_KEY not in str(e.value)
+    monkeypatch.setenv("STORYBENCH_JUDGE_BASE_URL", "https://u:hunter2pw@host/v1")
+    monkeypatch.setenv("STORYBENCH_JUDGE_MODEL", "m")
+    with pytest.raises(ValueError, match="user:password@") as e:
+        JudgeConfig.from_env()
+    assert "hunter2pw" not in str(e.value)
+
+
+@pytest.mark.parametrize("text, masked", [
+    (f"https://host/v1?api_key={FAKE_KEY}", "https://host/v1?api_key=***"),
+    (f"https://host/v1?model=m&key={FAKE_KEY}&n=2", "https://host/v1?model=m&key=***&n=2"),
+    ("GET https://host/v1?access_token=abc.def-1&x=1 failed", "GET https://host/v1?access_token=***&x=1 failed"),
+    ("https://host/v1?TOKEN=abc", "https://host/v1?TOKEN=***"),
+    ("https://host/v1?client_secret=abc;password=pw", "https://host/v1?client_secret=***;password=***"),
+    ("https://alice:hunter2@host:8000/v1", "https://***@host:8000/v1"),
+    ("see 'https://tok@host/v1'", "see 'https://***@host/v1'"),
+    (f"server said: bad key {FAKE_KEY}.", "server said: bad key ***."),
+    ("Authorization: Bearer abc.def", "Authorization: Bearer ***"),
+    ("ghp_Zq3xR7uT9wLm2Kp8Vn4Bc6Hd1Jf5Gs0AbC and hf_Zq3xR7uT9wLm2Kp8Vn4Bc6Hd", "*** and ***"),
+    ("AKIAABCDEFGHIJKLMNOP", "***"),
+    ("sk-ant-api03-Zq3xR7uT9wLm", "***"),
+    # ordinary text, paths, hashes and words are left alone
+    ("task-oriented stories by the desk-lamp", "task-oriented stories by the desk-lamp"),
+    ("runs/cpu/decoders/tiny-1M/best", "runs/cpu/decoders/tiny-1M/best"),
+    ("e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"),
+    ("https://host/v1?monkey=1", "https://host/v1?monkey=1"),
+])
+def test_redact_masks_credentials_of_many_shapes_and_nothing_else(text, masked):
+    assert secrets.redact(text) == masked
+
+
+def test_redact_params_masks_keyish_fields_and_urls_but_keeps_variable_names():
+    params = {"judge_base_url": f"https://host/v1?api_key={FAKE_KEY}", "judge_api_key_env": "OPENAI_API_KEY",
+              "hf_token": "Zq3xR7uT9wLm2Kp8Vn4Bc6Hd", "glue": {"auth_secret": "e3b0c44298fc1c149afbf4c8996fb924"},
+              "models": ["tiny-1M", "tiny-125k"], "notes": f"key {FAKE_KEY}", "seed": 42, "token_alpha": 0.5,
+              "api_key_env": FAKE_KEY}
+    out = secrets.redact_params(params)
+    assert out == {"judge_base_url": "https://host/v1?api_key=***", "judge_api_key_env": "OPENAI_API_KEY",
+                   "hf_token": "***", "glue": {"auth_secret": "***"}, "models": ["tiny-1M", "tiny-125k"],
+                   "notes": "key ***", "seed": 42, "token_alpha": 0.5, "api_key_env": "***"}
+    assert params["hf_token"] == "Zq3xR7uT9wLm2Kp8Vn4Bc6Hd"  # a copy: the params themselves are untouched
+    # the runner masks the same values in the executed notebooks and its error lines
+    assert {FAKE_KEY, "Zq3xR7uT9wLm2Kp8Vn4Bc6Hd"} <= set(secrets.secret_values(params))
+
+
+def test_the_manifest_writer_masks_credentials_typed_anywhere(tmp_path, monkeypatch):
+    from helpers.report import reporting
+
+    monkeypatch.setenv("STORYBENCH_RUNS", str(tmp_path / "runs"))
+    monkeypatch.setenv("STORYBENCH_REPORTS", str(tmp_path / "reports"))
+    params = {"judge_base_url": f"https://alice:hunter2pw@host/v1?api_key={FAKE_KEY}", "hf_token": "ghp_Zq3xR7uT9wLm2K",
+              "judge_api_key_env": "OPENAI_API_KEY", "seed": 1}
+    reporting.write_manifest("smoke", "05b_story_evaluation", params, {}, extra={"judge": {"note": f"Bearer {FAKE_KEY}"}})
+    text = (tmp_path / "reports" / "smoke" / "manifest.json").read_text()
+    assert FAKE_KEY not in text and "hunter2pw" not in text and "ghp_Zq3xR7uT9wLm2K" not in text
+    entry = json.loads(text)["05b_story_evaluation"]
+    assert entry["params"]["judge_base_url"] == "https://***@host/v1?api_key=***"
+    assert entry["params"]["judge_api_key_env"] == "OPENAI_API_KEY" and entry["params"]["seed"] == 1
+    assert entry["judge"] == {"note": "Bearer ***"}
 
 
 # ----------------------------------------------------------------------------- params: nested keys, duplicate keys
@@ -216,6 +322,209 @@ def test_a_truncated_model_is_named_with_the_command_that_rebuilds_it_and_retrai
     lines.clear()
     _train(out, cfg, log=lines.append)
     assert lines[-1].startswith("[skip]")
+
+
+def _nan_in_place(f: Path) -> None:
+    """Overwrite every tensor byte of the safetensors file ``f`` with float32 NaN, keeping its header and size (what
+    an overwrite of the weights at the same length does)."""
+    data = bytearray(f.read_bytes())
+    start = 8 + int.from_bytes(data[:8], "little")
+    nan = b"\x00\x00\xc0\x7f" * ((len(data) - start) // 4 + 1)
+    data[start:] = nan[: len(data) - start]
+    size = f.stat().st_size
+    f.write_bytes(bytes(data))
+    assert f.stat().st_size == size
+
+
+def test_a_saved_model_records_its_weights_digest_and_provenance(tmp_path, monkeypatch, one_thread):
+    from helpers.core.digests import sha256_file
+    from helpers.training import model_card
+
+    monkeypatch.setenv("STORYBENCH_RUNS", str(tmp_path / "runs"))
+    out = tmp_path / "runs" / "smoke" / "decoders" / "tiny-10k"
+    sys.path.insert(0, str(Path(__file__).parent))
+    import train_worker as W
+
+    _train(out, W.make_config(steps=2, save_every=2, eval_every=2, lr=1e-2))
+    side = json.loads((out / "best" / "storybench.json").read_text())
+    assert side["sha256"]["model.safetensors"] == sha256_file(out / "best" / "model.safetensors")
+    assert side["sha256"]["config.json"] == sha256_file(out / "best" / "config.json")
+    assert side["revision"] == model_card.revision() and side["revision"] != ""
+    assert len(side["code_digest"]) == 16 and side["code_digest"] == model_card.code_digest()
+
+
+def test_the_code_digest_follows_the_training_source(tmp_path):
+    from helpers.core.digests import source_digest
+
+    pkg = tmp_path / "training"
+    pkg.mkdir()
+    (pkg / "loop.py").write_text("x = 1\n")
+    (pkg / "__pycache__").mkdir()
+    (pkg / "__pycache__" / "loop.cpython.py").write_text("cached")
+    before = source_digest([pkg])
+    (pkg / "__pycache__" / "loop.cpython.py").write_text("other")
+    assert source_digest([pkg]) == before  # caches are not code
+    (pkg / "loop.py").write_text("x = 2\n")
+    assert source_digest([pkg]) != before
+    (pkg / "loop.py").write_text("x = 1\n")
+    assert source_digest([pkg]) == before
+    (pkg / "loop.py").rename(pkg / "other.py")
+    assert source_digest([pkg]) != before  # the file's name is part of it
+
+
+def test_weights_overwritten_with_nan_at_the_same_size_are_refused_at_load_and_retrained_not_skipped(
+        tmp_path, monkeypatch, one_thread):
+    sys.path.insert(0, str(Path(__file__).parent))
+    import train_worker as W
+    from helpers.models.decoder import load_decoder
+    from helpers.models.registry import load_saved
+
+    monkeypatch.setenv("STORYBENCH_RUNS", str(tmp_path / "runs"))
+    out = tmp_path / "runs" / "smoke" / "decoders" / "tiny-10k"
+    cfg = W.make_config(steps=2, save_every=2, eval_every=2, lr=1e-2)
+    _train(out, cfg)
+    _nan_in_place(out / "best" / "model.safetensors")
+    for load in (load_decoder, load_saved):
+        with pytest.raises(config.ArtifactDamaged, match=r"^decoder at runs/smoke/decoders/tiny-10k/best cannot be "
+                                                         r"loaded: runs/smoke/decoders/tiny-10k/best/model.safetensors is "
+                                                         r"damaged: its SHA-256 differs from the one recorded in "
+                                                         r"storybench.json .*; rebuild it: rerun notebook 02 "
+                                                         r"\(./run_all.sh --profile smoke --only 02\)") as e:
+            load(out / "best")
+        assert "\n" not in str(e.value) and str(tmp_path) not in str(e.value)
+    lines: list[str] = []
+    _train(out, cfg, log=lines.append)  # rerunning 02: not "[skip] trained already"
+    assert lines[0].startswith("[redo] tiny: runs/smoke/decoders/tiny-10k/best/model.safetensors is damaged: its "
+                               "SHA-256 differs")
+    assert not any(m.startswith("[skip]") for m in lines)
+    load_decoder(out / "best")
+    lines.clear()
+    _train(out, cfg, log=lines.append)
+    assert lines[-1].startswith("[skip]")
+
+
+def test_a_folder_without_a_recorded_digest_loads_but_its_weights_must_be_finite(tmp_path, monkeypatch, one_thread):
+    sys.path.insert(0, str(Path(__file__).parent))
+    import train_worker as W
+    from helpers.models.decoder import load_decoder
+
+    monkeypatch.setenv("STORYBENCH_RUNS", str(tmp_path / "runs"))
+    out = tmp_path / "runs" / "smoke" / "decoders" / "tiny-10k"
+    cfg = W.make_config(steps=2, save_every=2, eval_every=2, lr=1e-2)
+    _train(out, cfg)
+    (out / "best" / "storybench.json").unlink()  # a folder saved before the sidecar existed
+    assert config.model_folder_problem(out / "best") is None
+    load_decoder(out / "best")
+    _nan_in_place(out / "best" / "model.safetensors")
+    with pytest.raises(config.ArtifactDamaged, match=r"^decoder at runs/smoke/decoders/tiny-10k/best cannot be loaded: "
+                                                     r"runs/smoke/decoders/tiny-10k/best/model.safetensors is damaged: "
+                                                     r"tensor \S+ holds non-finite values \(NaN or inf\); rebuild it"):
+        load_decoder(out / "best")
+    lines: list[str] = []
+    _train(out, cfg, log=lines.append)
+    assert lines[0].startswith("[redo] tiny:") and "non-finite" in lines[0]
+    assert (out / "best" / "storybench.json").is_file()  # the retrained model records its digest
+
+
+def test_a_damaged_plain_model_beside_a_fine_tuned_one_is_not_skipped(tmp_path, monkeypatch, one_thread):
+    """Repetition fine-tuning keeps plain training's model in ``mle-best/`` (scored as "(plain)" in notebook 05): a
+    skip decision checks it too."""
+    import shutil
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    import train_worker as W
+
+    monkeypatch.setenv("STORYBENCH_RUNS", str(tmp_path / "runs"))
+    out = tmp_path / "runs" / "smoke" / "decoders" / "tiny-10k"
+    cfg = W.make_config(steps=2, save_every=2, eval_every=2, lr=1e-2)
+    _train(out, cfg)
+    shutil.copytree(out / "best", out / "mle-best")
+    _nan_in_place(out / "mle-best" / "model.safetensors")
+    lines: list[str] = []
+    _train(out, cfg, log=lines.append)
+    assert lines[0].startswith("[redo] tiny: runs/smoke/decoders/tiny-10k/mle-best/model.safetensors is damaged")
+
+
+def test_an_edited_tokenizer_is_refused_at_load(tmp_path, monkeypatch, decoder_tokenizer):
+    from helpers.core.artifacts import save_pretrained_atomic
+    from helpers.data.tokenizers import load_tokenizer
+
+    monkeypatch.setenv("STORYBENCH_RUNS", str(tmp_path / "runs"))
+    folder = tmp_path / "runs" / "smoke" / "tokenizers" / "decoder-tiny-10k"
+    save_pretrained_atomic(folder, decoder_tokenizer)
+    assert "tokenizer.json" in json.loads((folder / "storybench.json").read_text())["sha256"]
+    assert len(load_tokenizer(folder)) == len(decoder_tokenizer)
+    f = folder / "tokenizer.json"
+    f.write_text(f.read_text().replace('"<|endoftext|>"', '"<|endoftexx|>"', 1))
+    with pytest.raises(config.ArtifactDamaged, match=r"^tokenizer at runs/smoke/tokenizers/decoder-tiny-10k cannot be "
+                                                     r"loaded: .*tokenizer.json is damaged: its SHA-256 differs .*rerun "
+                                                     r"notebook 01 \(./run_all.sh --profile smoke --only 01\)"):
+        load_tokenizer(folder)
+
+
+def test_the_export_cli_refuses_nan_weights_in_one_line(tmp_path, monkeypatch, capsys, decoder_tokenizer):
+    from helpers.core.artifacts import save_pretrained_atomic
+    from helpers.evaluation import export
+    from helpers.models.decoder import DecoderSpec, build_decoder
+
+    monkeypatch.setenv("STORYBENCH_RUNS", str(tmp_path / "runs"))
+    tok = decoder_tokenizer
+    spec = DecoderSpec(hidden=16, layers=1, heads=2, context=32, window=8, vocab_size=len(tok), dropout=0.0)
+    folder = tmp_path / "runs" / "smoke" / "decoders" / "tiny" / "best"
+    save_pretrained_atomic(folder, build_decoder(spec, seed=0, bos_token_id=0, eos_token_id=0, pad_token_id=0), tok)
+    (folder / "storybench.json").unlink()
+    _nan_in_place(folder / "model.safetensors")
+    assert export.main(["--model", str(folder), "--out", str(tmp_path / "x"), "--tasks", "blimp", "--limit", "1"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("export: error: decoder at runs/smoke/decoders/tiny/best cannot be "
+                                               "loaded") and "non-finite" in err[0] and "--only 02" in err[0]
+
+
+def test_packed_blocks_edited_since_they_were_stamped_are_packed_again(tmp_path):
+    import numpy as np
+    import torch
+
+    from helpers.data.blocks import cached_blocks
+
+    made = []
+
+    def make():
+        made.append(1)
+        return torch.arange(64).reshape(4, 16)
+
+    path, logs = tmp_path / "decoder-tiny.npy", []
+    cached_blocks(path, "fp", make, log=logs.append)
+    arr = np.load(path)
+    arr[0, 0] = 99  # same size, other ids
+    np.save(path, arr)
+    assert cached_blocks(path, "fp", make, log=logs.append)[0, 0] == 0
+    assert len(made) == 2 and any(m.startswith("[redo]") and "SHA-256" in m for m in logs)
+
+
+def test_the_manifest_names_each_used_or_produced_model_with_its_revision_and_code_digest(tmp_path, monkeypatch,
+                                                                                          one_thread):
+    sys.path.insert(0, str(Path(__file__).parent))
+    import train_worker as W
+    from helpers.report import reporting
+    from helpers.training import model_card
+
+    monkeypatch.setenv("STORYBENCH_RUNS", str(tmp_path / "runs"))
+    monkeypatch.setenv("STORYBENCH_REPORTS", str(tmp_path / "reports"))
+    out = tmp_path / "runs" / "smoke" / "decoders" / "tiny-10k"
+    _train(out, W.make_config(steps=2, save_every=2, eval_every=2, lr=1e-2))
+    old = tmp_path / "runs" / "smoke" / "encoders" / "mix" / "best"  # saved before provenance was recorded
+    old.mkdir(parents=True)
+    (old / "model.safetensors").write_bytes((out / "best" / "model.safetensors").read_bytes())
+    (tmp_path / "runs" / "smoke" / "decoders" / "tiny-10k.kept-1" / "best").mkdir(parents=True)
+    (tmp_path / "runs" / "smoke" / "decoders" / "tiny-10k.kept-1" / "best" / "model.safetensors").write_bytes(b"x")
+    reporting.write_manifest("smoke", "02_decoder_training", {"seed": 1}, {})  # produced by 02
+    reporting.write_manifest("smoke", "05_evaluation", {}, reporting.run_inputs(
+        "smoke", tmp_path / "runs" / "smoke", [out / "best" / "model.safetensors", old / "model.safetensors"]))
+    manifest = json.loads((tmp_path / "reports" / "smoke" / "manifest.json").read_text())
+    want = {"revision": model_card.revision(), "code_digest": model_card.code_digest()}
+    assert manifest["02_decoder_training"]["models"] == {"runs/smoke/decoders/tiny-10k/best": want}
+    assert manifest["05_evaluation"]["models"] == {"runs/smoke/decoders/tiny-10k/best": want,
+                                                   "runs/smoke/encoders/mix/best": {"revision": None, "code_digest": None}}
 
 
 # ----------------------------------------------------------------------------- one writer per profile

@@ -178,6 +178,8 @@ LAZY = {
     ("runner", "helpers"): "the runner's command-line checks must not pay for torch (reporting, hardware)",
     ("core.config", "torch"): "config is read by the runner and data steps that never load torch",
     ("core.digests", "torch"): "the runner, the data steps and the set-up's model-file check hash files without torch",
+    ("core.integrity", "torch"): "config imports it; only a folder holding weights is loaded to check they are finite",
+    ("core.integrity", "safetensors"): "as torch",
     ("core.parallel", "torch"): "a worker sets its thread count before torch is imported",
     ("core.parallel", "helpers"): "as torch: core.hardware imports it (the GPU check of workers: auto)",
     ("data.corpora", "datasets"): "only for a Hugging Face hub name, never in a default run",

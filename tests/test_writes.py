@@ -160,10 +160,10 @@ class _Saver:
 def test_save_pretrained_atomic_replaces_a_folder_whole(tmp_path):
     out = tmp_path / "model"
     A.save_pretrained_atomic(out, _Saver("weights"), _Saver("tokenizer"))
-    assert sorted(p.name for p in out.iterdir()) == ["tokenizer", "weights"]
+    assert sorted(p.name for p in out.iterdir()) == ["storybench.json", "tokenizer", "weights"]  # with its sidecar
     with pytest.raises(OSError):
         A.save_pretrained_atomic(out, _Saver("new-weights"), _Saver("tokenizer", fail=True))
-    assert sorted(p.name for p in out.iterdir()) == ["tokenizer", "weights"]  # the old folder, whole
+    assert sorted(p.name for p in out.iterdir()) == ["storybench.json", "tokenizer", "weights"]  # the old folder, whole
     assert [p.name for p in tmp_path.iterdir()] == ["model"]  # no temporary left behind
 
 

@@ -23,8 +23,9 @@ from typing import Any
 from helpers.core.artifacts import append_jsonl, remove_unwritten, write_text
 from helpers.core.locking import ProfileBusy, ProfileLock
 from helpers.core.overrides import apply_overrides, parse_overrides, variant_id, variant_roots  # noqa: F401 (variant_id: tests)
-from helpers.core.config import (ParamsError, check_params, check_profile, mask_secrets, params_file,
-                                 profiles, read_yaml, repo_root, reports_dir, run_dir, secret_values, shown_path)
+from helpers.core.config import (ParamsError, check_params, check_profile, params_file, profiles, read_yaml, repo_root,
+                                 reports_dir, run_dir, shown_path)
+from helpers.core.secrets import mask_secrets, redact, secret_values
 
 
 class RunnerError(RuntimeError):
@@ -382,9 +383,9 @@ def _run(profile: str, todo: list[tuple[Path, dict]], log_output: bool) -> list[
                 **kernel_transport(),
             )
         except PapermillExecutionError as e:
-            raise RunnerError(mask_secrets(
+            raise RunnerError(redact(mask_secrets(
                 f"notebook {nb.name} failed in cell {e.cell_index} (execution count {e.exec_count}): {e.ename}: {e.evalue}; "
-                f"the partial executed copy is kept at {_short(out)}", secrets)
+                f"the partial executed copy is kept at {_short(out)}", secrets))
             ) from None
         except KeyboardInterrupt:
             raise RunInterrupted(

@@ -4,7 +4,8 @@ Every artefact is written to a temporary sibling and renamed into place, so a ki
 process never leaves a half-written file behind (:func:`atomic_path`, :func:`write_text`, :func:`write_json`,
 :func:`write_jsonl`, :func:`save_pretrained_atomic`; journals grow by whole lines, :func:`append_jsonl`;
 ``tests/test_writes.py`` finds writes that bypass them); the digests (checksums) are
-:mod:`helpers.core.digests`.  A *step* is a unit of work whose output folder carries a ``_step.json`` stamp
+:mod:`helpers.core.digests`. A saved model or tokenizer folder carries a sidecar (:func:`stamp_model_folder`) with
+the SHA-256 of its weights, which every load checks (:mod:`helpers.core.integrity`).  A *step* is a unit of work whose output folder carries a ``_step.json`` stamp
 holding the fingerprint (hash of params and input checksums) it was made from; rerunning with the same
 fingerprint skips the work.
 """
@@ -21,6 +22,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from helpers.core.config import rebuild_hint, shown_path
 from helpers.core.digests import bytes_digest, sha256_file
+from helpers.core.integrity import SIDECAR, sidecar_record
 
 STAMP = "_step.json"
 
@@ -105,15 +107,24 @@ def append_jsonl(path: str | os.PathLike, row: dict) -> Path:
     return path
 
 
-def save_pretrained_atomic(path: str | os.PathLike, *objects: Any) -> Path:
+def save_pretrained_atomic(path: str | os.PathLike, *objects: Any, info: dict | None = None) -> Path:
     """``save_pretrained`` of each of ``objects`` (a model, its tokenizer) into the one folder ``path``, written
     to a temporary sibling and renamed into place: a killed save leaves the previous folder (or none), never half
-    of one."""
+    of one. The folder gets its sidecar (:func:`stamp_model_folder`, with ``info``) before the rename."""
     with atomic_path(path) as tmp:
         tmp.mkdir()
         for obj in objects:
             obj.save_pretrained(tmp)
+        stamp_model_folder(tmp, **(info or {}))
     return Path(path)
+
+
+def stamp_model_folder(folder: str | os.PathLike, **info: Any) -> Path:
+    """Write the sidecar ``<folder>/storybench.json`` (:data:`helpers.core.integrity.SIDECAR`, atomically): the
+    SHA-256 of the folder's weights, ``config.json`` and ``tokenizer.json`` as saved, which every load checks
+    (:func:`helpers.core.integrity.damaged_file`), and ``info`` (a trained model's provenance: ``revision``,
+    ``code_digest``). Call it once the folder's files are written, before anything loads them."""
+    return write_json(Path(folder) / SIDECAR, {**sidecar_record(folder), **info})
 
 
 def parse_jsonl(lines: Iterable[str], where: Any, error: type[Exception] = ValueError) -> list[dict]:

@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from helpers.core.integrity import damaged_file
+from helpers.core.secrets import secret_name_problem, url_credential_problem
 
 PROFILES = ("smoke", "cpu", "paper", "paper-100m")  # paper-100m: the 100M-word strict track (Tables 3-7)
 
@@ -218,6 +219,8 @@ RANGES: dict[str, tuple] = {
     "judge": (lambda v: v in ("local", "openai-compatible", "none"), "one of local, openai-compatible, none", str),
     # a number or a word (the third element ``object`` marks it: no type check against the notebook's default)
     **dict.fromkeys(("workers", "memorisation_workers"), (lambda v: v == "auto" or _whole(v), "a whole number >= 1 or 'auto'", object)),
+    "memorisation_memory_gb": (lambda v: v == "auto" or (isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0),
+                               "a number of GB > 0 or 'auto'", object),
     **dict.fromkeys(("limit_per_task", "encoder_limit_per_task"), (lambda v: _whole(v) or (isinstance(v, dict) and all(
         x is None or _whole(x) for x in v.values())), "a whole number >= 1, or a mapping task -> that or null", object)),
 }
@@ -240,83 +243,13 @@ def _type_ok(value: Any, default: Any) -> bool:
     return isinstance(value, type(default))
 
 
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# prefixes of common API keys and tokens (OpenAI, Anthropic, GitHub, Hugging Face, Slack, AWS, Google, GitLab, ...)
-_KEY_PREFIX = re.compile(r"^(sk|pk|rk)[-_]|^sk-ant-|^gh[pousr]_|^github_pat_|^hf_|^xox[abprs]-|^AKIA|^ASIA|^AIza|^glpat-|"
-                         r"^ya29\.|^eyJ")
-
-
-def looks_like_secret(value: Any) -> bool:
-    """Whether ``value`` looks like an API key or token rather than the *name* of an environment variable: a known
-    key prefix, characters no variable name has (``-``, ``.``, ``/``, ``=``...), or a long run mixing lower- and
-    upper-case letters and digits (variable names are written in one case, such as ``OPENAI_API_KEY``)."""
-    if not isinstance(value, str):
-        return False
-    s = value.strip()
-    if len(s) < 12:
-        return False
-    if _KEY_PREFIX.search(s) or not _ENV_NAME.fullmatch(s):
-        return True
-    digits, lower, upper = (any(f(c) for c in s) for f in (str.isdigit, str.islower, str.isupper))
-    return (digits and lower and upper) or (len(s) >= 32 and digits and "_" not in s)
-
-
-# params whose value is the NAME of an environment variable that holds a secret (the key itself must never be there)
-SECRET_NAME_KEYS = ("judge_api_key_env", "api_key_env")
-
-
-def secret_name_problem(key: str, value: Any, where: str = "") -> str | None:
-    """The problem of a params value that must name an environment variable (:data:`SECRET_NAME_KEYS`) but holds
-    what looks like the secret itself; the value is never repeated, only its length."""
-    if key not in SECRET_NAME_KEYS or not isinstance(value, str):
-        return None
-    if looks_like_secret(value) or not _ENV_NAME.fullmatch(value):
-        return (f"{where}{key} holds what looks like an API key ({len(value)} characters, not shown), not the NAME of "
-                f"an environment variable; put the variable's name there (e.g. OPENAI_API_KEY), export the key in "
-                f"that variable, and remove the key from the file (and from git history if it was committed)")
-    return None
-
-
-def secret_values(params: Any) -> list[str]:
-    """The secrets a run with ``params`` may handle, to be masked wherever output is written (the executed
-    notebooks, error lines): the value of every environment variable named by a :data:`SECRET_NAME_KEYS` entry (at
-    any depth; ``OPENAI_API_KEY`` and ``$STORYBENCH_JUDGE_API_KEY_ENV``'s variable by default), and any such
-    entry's value that is itself a key. Values shorter than 8 characters are left out (masking them would garble
-    ordinary text)."""
-    names = {"OPENAI_API_KEY", os.environ.get("STORYBENCH_JUDGE_API_KEY_ENV") or "OPENAI_API_KEY"}
-    found: set[str] = set()
-
-    def walk(obj: Any) -> None:
-        if isinstance(obj, dict):
-            for k, v in obj.items():
-                if k in SECRET_NAME_KEYS and isinstance(v, str):
-                    (found if looks_like_secret(v) or not _ENV_NAME.fullmatch(v) else names).add(v)
-                else:
-                    walk(v)
-        elif isinstance(obj, (list, tuple)):
-            for v in obj:
-                walk(v)
-
-    walk(params)
-    found |= {os.environ[n] for n in names if os.environ.get(n)}
-    return sorted((v for v in found if len(v.strip()) >= 8), key=len, reverse=True)
-
-
-def mask_secrets(text: str, secrets: list[str] | tuple[str, ...]) -> str:
-    """``text`` with every one of ``secrets`` replaced by ``***``."""
-    for v in secrets:
-        if v and v in text:
-            text = text.replace(v, "***")
-    return text
-
-
 def check_value(key: str, value: Any, default: Any = None, where: str = "") -> list[str]:
     """Problems of one params value: its type against the notebook's ``default`` (skipped where that is None),
     nested mappings key by key, list elements against the default's first element, and :data:`RANGES`."""
     errors: list[str] = []
     if value is None:
         return errors
-    if problem := secret_name_problem(key, value, where):
+    if problem := secret_name_problem(key, value, where) or url_credential_problem(key, value, where):
         return [problem]
     mixed = key in RANGES and RANGES[key][2:] == (object,)
     if default is not None and not mixed and not _type_ok(value, default):
@@ -363,7 +296,7 @@ NESTED_SCHEMAS: dict[tuple[str, str], tuple[str | None, tuple[str, ...], tuple[s
     ("04", "train"): ("helpers.training.loop:TrainConfig", ("long_block", "long_from", "long_batch_fraction"), ()),
     ("05", "glue"): ("helpers.evaluation.finetune_setup:FinetuneConfig", ("preset",), ()),
     ("04", "mixes"): (None, ("name", "corpora", "balanced", "seed", "seeds", "allow_over_budget"), ()),
-    ("05", "questions"): (None, ("question", "a", "b", "task", "kind"), ()),
+    ("05", "questions"): (None, ("question", "a", "b", "task", "kind", "delta"), ()),  # delta: the equivalence margin
     ("02b", "sweep"): (None, ("hidden", "layers", "heads"), ()),
     ("02b", "contrastive_shape"): (None, ("hidden", "layers", "heads"), ()),
     ("02b", "compressor_shape"): (None, ("hidden", "layers", "heads"), ()),

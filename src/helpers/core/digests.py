@@ -89,3 +89,17 @@ def model_digest(model: Any) -> str:
         h.update(str(tuple(t.shape)).encode() + str(t.dtype).encode())
         h.update(t.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes() if t.numel() else b"")
     return h.hexdigest()[:16]
+
+
+def source_digest(folders: Iterable[str | os.PathLike], pattern: str = "*.py", length: int | None = 16) -> str:
+    """SHA-256 (first ``length`` hex digits) of the source files ``pattern`` under each of ``folders`` (e.g. the
+    ``helpers/training`` package): every file's path below its folder's parent (``training/loop.py``) and its bytes,
+    in path order, caches (``__pycache__``) left out. What a model's provenance records as the code that trained it."""
+    h = hashlib.sha256()
+    for folder in map(Path, folders):
+        for f in sorted(folder.rglob(pattern)):
+            if "__pycache__" in f.parts or not f.is_file():
+                continue
+            h.update(f.relative_to(folder.parent).as_posix().encode() + b"\0")
+            h.update(f.read_bytes() + b"\0")
+    return h.hexdigest()[:length]

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from helpers.core.config import secret_name_problem
+from helpers.core.secrets import redact, secret_name_problem, url_credential_problem
 from helpers.judge.rubric import (
     GradeParseError,
     JudgeConfigError,
@@ -75,7 +75,10 @@ class JudgeConfig:
 
     def __post_init__(self) -> None:
         if not isinstance(self.base_url, str) or not re.match(r"^https?://[^/\s]+", self.base_url):
-            raise ValueError(f"judge base_url must be an http(s) URL such as http://localhost:8000/v1, got {self.base_url!r}")
+            raise ValueError(f"judge base_url must be an http(s) URL such as http://localhost:8000/v1, got "
+                             f"{redact(self.base_url)!r}")
+        if problem := url_credential_problem("base_url", self.base_url, "judge "):
+            raise ValueError(problem)  # the credential is never repeated
         if not isinstance(self.model, str) or not self.model.strip():
             raise ValueError("judge model must be a non-empty string (the model name the endpoint serves)")
         if not isinstance(self.api_key_env, str) or secret_name_problem("api_key_env", self.api_key_env) \
@@ -233,12 +236,13 @@ class JudgeClient(_CachedJudge):
         return os.environ.get(self.cfg.api_key_env) or None
 
     def scrub(self, text: str) -> str:
-        """Remove the API key (and any bearer token) from text that might be logged, cached or raised."""
+        """Remove the API key (and any bearer token, URL credential or key-shaped token:
+        :func:`helpers.core.secrets.redact`) from text that might be logged, cached or raised."""
         text = re.sub(r"(?i)(bearer\s+)[^\s\"',;]+", r"\1***", str(text))
         key = self._key()
         if key and len(key) >= 4:
             text = text.replace(key, "***")
-        return text
+        return redact(text)  # URL credentials and other key-shaped tokens
 
     # -- one request ---------------------------------------------------------------------------------------------
     def _post(self, messages: list[dict[str, str]]) -> str:

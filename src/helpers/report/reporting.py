@@ -33,11 +33,13 @@ from helpers import __version__
 from helpers.core.artifacts import atomic_path, read_json, write_json, write_text
 from helpers.core.config import repo_root, reports_dir, shown_path
 from helpers.core.digests import sha256_file
+from helpers.core.secrets import redact_params
 from helpers.core.hardware import cpu_info, gpu_names
 from helpers.core.html_table import styled_table
 from helpers.report.figure_layout import (FIGURE_WIDTH, fit_text, font_pt, legend_columns, legend_inches, panels,
                                           print_problem, row_positions, text_inches, wrap)
 from helpers.report.markdown_table import fmt_number, markdown_cells
+from helpers.report.provenance import model_provenance
 
 
 class ReportPath(type(Path())):  # type: ignore[misc]
@@ -447,15 +449,17 @@ def run_inputs(profile: str, run: str | Path, files: Iterable[str | Path], *more
 
 def write_manifest(profile: str, notebook: str, params: dict[str, Any], inputs: dict[str, str],
                    extra: dict | None = None) -> None:
-    """Record this notebook's params, git revision, helper version, package versions, CPU and input checksums in
-    ``manifest.json``. Returns None, so a notebook ending with this call shows nothing."""
+    """Record this notebook's params, git revision, helper version, package versions, CPU, input checksums and the
+    provenance of every model folder it used or produced (:func:`~helpers.report.provenance.model_provenance`) in
+    ``manifest.json``; params and ``extra`` pass through :func:`helpers.core.secrets.redact_params` (credentials as
+    ``***``). Returns None, so a notebook ending with this call shows nothing."""
     path = reports_dir(profile) / "manifest.json"
     try:
         manifest = read_json(path)
     except FileNotFoundError:
         manifest = {}
     manifest[notebook] = {
-        "params": params,
+        "params": redact_params(params),  # a credential typed anywhere (a URL's api_key=, a pasted key) as ***
         "git_revision": git_revision(),
         "helpers_version": __version__,
         "python": platform.python_version(),
@@ -465,7 +469,8 @@ def write_manifest(profile: str, notebook: str, params: dict[str, Any], inputs: 
         "gpus": gpu_names(),
         "finished_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "inputs_sha256": inputs,
-        **(extra or {}),
+        "models": model_provenance(profile, notebook, inputs),
+        **redact_params(extra or {}),
     }
     write_json(path, dict(sorted(manifest.items())))
 

@@ -1,6 +1,7 @@
 """Checkpoint acceptance: a retrained model replaces the finished run it was trained to replace only when it is sane
 (best held-out loss finite and below a uniform guess, ln(vocab)); otherwise the finished run is moved back and
-:class:`~helpers.training.loop.TrainingRejected` says so. Used by :func:`helpers.training.recipes.train_or_skip`."""
+:class:`~helpers.training.loop.TrainingRejected` says so. A finished run with a damaged model (:func:`damaged_run`)
+is not accepted as done. Used by :func:`helpers.training.recipes.train_or_skip`."""
 from __future__ import annotations
 
 import json
@@ -12,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from helpers.core.artifacts import read_json
-from helpers.core.config import shown_path
+from helpers.core.config import model_folder_problem, shown_path
 from helpers.training.loop import TrainingRejected, TrainResult
 
 
@@ -25,6 +26,15 @@ def vocab_size(model, spec: Any, tokenizer) -> int | None:
     if isinstance(spec, dict) and spec.get("vocab_size"):
         return int(spec["vocab_size"])
     return len(tokenizer) if tokenizer is not None else None
+
+
+def damaged_run(out: Path) -> str | None:
+    """Why the finished run in ``out`` cannot be used (:func:`helpers.core.config.model_folder_problem` of its
+    ``best/`` or of another saved model of it, such as the plain model repetition fine-tuning keeps in
+    ``mle-best/``: truncated, edited since it was saved, NaN/inf weights), None when every model is whole. A
+    skip decision that finds one trains the run again instead."""
+    folders = [out / "best", *sorted({w.parent for w in out.glob("*/model.safetensors")} - {out / "best"})]
+    return next(filter(None, map(model_folder_problem, folders)), None)
 
 
 def pending_kept(out: Path) -> Path | None:

@@ -41,14 +41,14 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 from transformers import GPTNeoForCausalLM
 
-from helpers.core.artifacts import append_jsonl, atomic_path, read_json, write_json
+from helpers.core.artifacts import append_jsonl, atomic_path, read_json, stamp_model_folder, write_json
 from helpers.core.config import shown_path
 from helpers.core.hardware import autocast_context, compute_device, resolve_precision
 from helpers.core.progress import progress as progress_bar
 from helpers.core.seeding import seed_everything
 from helpers.data.blocks import PackedBlocks
 from helpers.models import decoder
-from helpers.training.model_card import model_card
+from helpers.training.model_card import model_card, provenance
 from helpers.training.optim import cosine_schedule, make_optimizer
 
 
@@ -421,6 +421,7 @@ def _save_pretrained(model, tokenizer, path: Path, info: dict, card: str | None 
             (tmp / "best.json").write_text(json.dumps(info))
             if card is not None:
                 (tmp / "README.md").write_text(card, encoding="utf-8")  # the model card (training.model_card)
+            stamp_model_folder(tmp, **provenance())  # the weights' SHA-256 (checked at every load) and provenance
     except (OSError, RuntimeError) as e:
         raise _save_error("model", path, e, "the previous best model (if any) is kept") from None
 

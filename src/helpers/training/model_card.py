@@ -7,9 +7,14 @@ import dataclasses
 import functools
 import json
 import subprocess
+from pathlib import Path
 from typing import Any
 
 from helpers.core.config import repo_root
+from helpers.core.digests import source_digest
+
+#: the packages whose source a trained model's ``code_digest`` covers (what builds, feeds and trains it)
+TRAINING_CODE = ("training", "models", "data")
 
 
 @functools.lru_cache(maxsize=1)
@@ -24,6 +29,20 @@ def revision() -> str:
         return rev + ("+dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
+
+
+@functools.lru_cache(maxsize=1)
+def code_digest() -> str:
+    """The digest of the code that trains a model: :func:`helpers.core.digests.source_digest` of the ``.py`` files
+    of the ``helpers`` packages :data:`TRAINING_CODE` (16 hex digits)."""
+    helpers = Path(__file__).resolve().parents[1]
+    return source_digest(helpers / name for name in TRAINING_CODE)
+
+
+def provenance() -> dict[str, str]:
+    """What a trained model's sidecar records about the code that trained it: ``revision`` (:func:`revision`) and
+    ``code_digest`` (:func:`code_digest`)."""
+    return {"revision": revision(), "code_digest": code_digest()}
 
 
 def _loader(config: Any) -> str:

@@ -32,7 +32,7 @@ import torch
 
 from helpers.core.artifacts import (fingerprint, read_json, read_jsonl, run_step, save_pretrained_atomic, write_json,
                                     write_jsonl, write_text)
-from helpers.core.config import load_params, model_folder_problem, run_dir, shown_path
+from helpers.core.config import load_params, run_dir, shown_path
 from helpers.core.digests import bytes_digest, sha256_file
 from helpers.core.hardware import resolve_precision
 from helpers.core.seeding import generator, seed_everything
@@ -47,7 +47,7 @@ from helpers.models.decoder import (FAST_PATH_VERSION, DecoderSpec, build_decode
                                     regularisation_for_budget, regularisation_for_epochs)
 from helpers.models.ltg_bert import LtgBertForMaskedLM, ltg_bert_config
 from helpers.core.locking import ProfileBusy, ProfileLock  # one writer of runs/<profile>: the lock ./run_all.sh takes
-from helpers.training.acceptance import settle_replacement, vocab_size
+from helpers.training.acceptance import damaged_run, settle_replacement, vocab_size
 from helpers.training.loop import (Placement, TrainConfig, TrainingDiverged, TrainResult, _ckpt_step, evaluate,
                                    init_distributed, lm_loss, placement, read_metrics, train)
 
@@ -90,7 +90,8 @@ def train_or_skip(
     made from other inputs is never deleted first: it is moved aside to ``<out_dir>.kept-<date>`` (said in the
     output), dropped only once the new run has finished with a sane model (held-out loss finite and below a uniform
     guess; else the old run is moved back and :class:`TrainingRejected` says so), and moved back if the old params
-    return first. A finished run whose best model is damaged (truncated safetensors) is trained again. ``extra`` (e.g. the words per source of an encoder's mix) is stored with
+    return first. A finished run with a damaged model (:func:`~helpers.training.acceptance.damaged_run`: truncated,
+    edited since saved, NaN/inf weights) is trained again, never skipped. ``extra`` (e.g. the words per source of an encoder's mix) is stored with
     the run."""
 
     out = Path(out_dir)
@@ -115,12 +116,11 @@ def train_or_skip(
                 break
     if state_file.is_file() and (out / "best").is_dir():
         st = read_json(state_file)
-        damaged = model_folder_problem(out / "best")
-        if damaged and st.get("extra", {}).get("fingerprint") == fp:
-            # a finished run whose model cannot be loaded is not done: trained again (nothing in it is usable)
+        same = st.get("extra", {}).get("fingerprint") == fp
+        if damaged := same and damaged_run(out):  # not done: trained again (nothing in it is usable)
             log(f"[redo] {name}: {damaged}; training it again")
             shutil.rmtree(out)
-        elif st.get("extra", {}).get("fingerprint") == fp:
+        elif same:
             log(f"[skip] {name}: trained already with these inputs and params ({fp})")
             return TrainResult(str(out), st["steps"], st["tokens_seen"], st["best_valid_loss"], st["best_step"],
                                st["final_valid_loss"], st["seconds"], None, read_metrics(out / "metrics.jsonl"),

@@ -24,8 +24,8 @@ from typing import Callable, Sequence
 
 import torch
 
-from helpers.core.artifacts import atomic_path, fingerprint, read_json, write_json
-from helpers.core.config import shown_path
+from helpers.core.artifacts import atomic_path, fingerprint, read_json, stamp_model_folder, write_json
+from helpers.core.config import model_folder_problem, shown_path
 from helpers.core.hardware import autocast_context, compute_device, resolve_precision
 from helpers.core.parallel import run_jobs
 from helpers.core.progress import progress as progress_bar
@@ -39,6 +39,7 @@ from helpers.generation import completions as G  # rollouts and probes: the one 
 from helpers.generation.decoding import Decoding
 from helpers.models.decoder import load_decoder
 from helpers.training.loop import evaluate, lm_loss
+from helpers.training.model_card import provenance
 from helpers.training.optim import param_groups
 
 GREEDY = Decoding("greedy")
@@ -322,7 +323,10 @@ def finetune_decoder(decoder_dir: str | Path, run, train_stories: Sequence[dict]
     marker, best, mle_best = out / MARKER, out / "best", out / G.PLAIN_DIR
     if marker.is_file() and best.is_dir():
         done = read_json(marker)
-        if done.get("fingerprint") == fp:
+        damaged = model_folder_problem(best)
+        if done.get("fingerprint") == fp and damaged:  # mle-best/ is the source: the phase is run again
+            log(f"[redo] {run.name}: {damaged}; repetition fine-tuning again")
+        elif done.get("fingerprint") == fp:
             log(f"[skip] {run.name}: repetition fine-tuning done already with these inputs ({fp})")
             return UnlikelihoodResult(run.name, done["steps"], done["chosen_step"], done["seconds"], done["history"],
                                       done.get("stopped_early", False))
@@ -347,6 +351,7 @@ def finetune_decoder(decoder_dir: str | Path, run, train_stories: Sequence[dict]
         tok.save_pretrained(tmp)
         write_json(tmp / "best.json", {"repetition_finetuned": True, "chosen_step": res.chosen_step,
                                        "probe": res.after})
+        stamp_model_folder(tmp, **provenance())
     write_json(marker, {"fingerprint": fp, "config": asdict(cfg), "steps": res.steps, "chosen_step": res.chosen_step,
                         "stopped_early": res.stopped_early, "seconds": res.seconds, "history": res.history})
     b, a = res.before, res.after
