@@ -220,6 +220,24 @@ def test_save_table_escapes_pipes_and_writes_whole_floats_as_integers(reports):
     assert back["epochs"][1] == 13.1 and back["loss"][1] == 0.24 and math.isnan(back["heads"][0])
 
 
+def test_save_table_escapes_html_in_text_cells(reports):
+    import pandas as pd
+
+    from helpers.report import reporting
+    from helpers.report.markdown_table import md_text
+
+    story = 'Tom said <script>alert("hi")</script> & ran.\nThe end <b>|</b>'
+    df = pd.DataFrame({"story": [story, "plain"], "<i>words</i>": [7, 2]}, index=["<img src=x>", "b"])
+    out = reporting.save_table(df, "html", "smoke", index=True)
+    md = (reports / "tables" / "html.md").read_text()
+    assert "<script>" not in md and "<b>" not in md and "<i>" not in md and "<img" not in md  # no tag survives
+    header, _, first, _ = _md_rows(reports / "tables" / "html.md")
+    assert first[1] == 'Tom said &lt;script&gt;alert("hi")&lt;/script&gt; &amp; ran.<br>The end &lt;b&gt;\\|&lt;/b&gt;'
+    assert header[2] == "&lt;i&gt;words&lt;/i&gt;" and first[0] == "&lt;img src=x&gt;"
+    assert pd.read_csv(out, index_col=0)["story"].iloc[0] == story  # the CSV keeps the raw text
+    assert md_text("a\r\nb") == "a<br>b" and md_text("x > 1") == "x &gt; 1"
+
+
 def test_save_table_fixed_format_caps_decimals_and_mixed_columns(reports):
     import pandas as pd
 

@@ -1,8 +1,9 @@
 """Tables as text for people: the cells of the Markdown table that :func:`helpers.report.reporting.save_table`
 writes next to each CSV (numbers, thousands separators, durations, readable headers; the rules are in
-``save_table``'s docstring), and :func:`fmt_number`, one float for people. The CSV itself is never touched here."""
+``save_table``'s docstring; text HTML-escaped by :func:`md_text`), and :func:`fmt_number`, one float for people. The CSV itself is never touched here."""
 from __future__ import annotations
 
+import html
 import math
 import numbers
 import re
@@ -50,9 +51,11 @@ def fmt_number(x: Any, digits: int = 4) -> str:
 _FIXED = re.compile(r"^\.(\d+)f$")
 
 
-def _md_text(v: Any) -> str:
-    """A text cell for a Markdown table: newlines as <br> (a row stays on one line), ``|`` escaped as ``\\|``."""
-    return str(v).replace("\n", "<br>").replace("|", "\\|")
+def md_text(v: Any) -> str:
+    """A text cell for a Markdown table: HTML escaped (``&``, ``<``, ``>`` as entities, so a ``<script>`` or any
+    tag in a story or corpus text shows as text and is never run or rendered by a Markdown viewer), newlines as
+    ``<br>`` (a row stays on one line; the one tag the cell holds), ``|`` escaped as ``\\|``."""
+    return html.escape(str(v), quote=False).replace("\r\n", "\n").replace("\n", "<br>").replace("|", "\\|")
 
 
 def _is_number(v: Any) -> bool:
@@ -123,8 +126,9 @@ def _int_text(v: Any, separators: bool) -> str:
 def markdown_cells(df, floatfmt: str):
     """``df`` as a frame of text cells for tabulate, plus each column's alignment (numbers right, text left).
 
-    Every cell is written here (tabulate is told not to re-parse numbers): text with ``|`` escaped and newlines
-    as ``<br>``; missing values (NaN, None) blank; numbers and headers by ``save_table``'s rules.
+    Every cell is written here (tabulate is told not to re-parse numbers): text (cells, headers, the index) by
+    :func:`md_text`, HTML escaped, ``|`` escaped and newlines as ``<br>``; missing values (NaN, None) blank; numbers
+    and headers by ``save_table``'s rules.
     """
     shown = pd.DataFrame(index=df.index)
     align = []
@@ -150,16 +154,16 @@ def markdown_cells(df, floatfmt: str):
             cells = ["" if _is_missing(v)
                      else _int_text(v, separators) if isinstance(v, numbers.Integral) and _is_number(v)
                      else _float_column([float(v)], floatfmt, separators, duration)[0] if _is_number(v)
-                     else _md_text(v) for v in values]
+                     else md_text(v) for v in values]
         shown[i] = cells
         align.append("right" if right else "left")
     names = [header_name(c) for c in df.columns]
     # a readable name that another column already has (or gets) would make two columns look alike: keep the raw one
     names = [n if names.count(n) == 1 and (n == str(c) or n not in map(str, df.columns)) else str(c)
              for n, c in zip(names, df.columns)]
-    shown.columns = [_md_text(n) for n in names]
-    shown.index = [_md_text(v) for v in df.index]
-    shown.index.name = None if df.index.name is None else _md_text(header_name(df.index.name))
+    shown.columns = [md_text(n) for n in names]
+    shown.index = [md_text(v) for v in df.index]
+    shown.index.name = None if df.index.name is None else md_text(header_name(df.index.name))
     return shown, align
 
 
