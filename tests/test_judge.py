@@ -530,3 +530,167 @@ def test_gate_verdict_names_only_the_required_kinds(real_stories):
     assert "on both shuffled and other story endings, so GPT-Eval" in text and "r with length" not in text
     note = JV.closing_note(JV.validity_table(graded), "fake", None, [], gate=gate)
     assert "none passes the gate on shuffled and other story)" in note
+
+
+# ----------------------------------------------------------------------------- bounded requests
+class RawServer:
+    """A one-thread TCP server on 127.0.0.1 that answers each connection with ``reply(conn)`` (raw bytes, paced as
+    the test wants); it stops when the test closes it or the client goes away."""
+
+    def __init__(self, reply):
+        import socket
+
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(4)
+        self.sock.settimeout(0.2)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1"
+        self.stop = threading.Event()
+        self.connections = 0
+        self.reply = reply
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        import socket
+
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except (socket.timeout, OSError):
+                continue
+            self.connections += 1
+            with conn:
+                conn.settimeout(2)
+                try:
+                    conn.recv(65536)  # the request (small)
+                    self.reply(conn, self.stop)
+                except OSError:
+                    pass  # the client hung up: what a bounded client does
+
+    def close(self):
+        self.stop.set()
+        self.thread.join(5)
+        self.sock.close()
+
+
+def _drip(data: bytes, every: float = 0.5):
+    def reply(conn, stop):
+        for i in range(len(data)):
+            if stop.is_set():
+                return
+            conn.sendall(data[i:i + 1])
+            time.sleep(every)
+    return reply
+
+
+OK_BODY = json.dumps({"choices": [{"message": {"content": "Grammar: 8/10"}}]}).encode()
+
+
+@pytest.mark.parametrize("where", ["headers", "body"])
+def test_a_server_dripping_one_byte_every_half_second_is_cut_off_at_the_total_deadline(where):
+    """A per-read timeout never fires on a server that sends a byte every 0.5 s; the request's total deadline does."""
+    from helpers.judge.rubric import JudgeUnreachable
+
+    head = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(OK_BODY)}\r\n\r\n".encode()
+    if where == "headers":
+        reply = _drip(head + OK_BODY)
+    else:
+        def reply(conn, stop):
+            conn.sendall(head)
+            _drip(OK_BODY)(conn, stop)
+    server = RawServer(reply)
+    try:
+        cfg = JudgeConfig(base_url=server.url, model="m", api_key_env="NO_SUCH_KEY_ENV", timeout=1.5, max_retries=0,
+                          max_connection_failures=1)
+        client = JudgeClient(cfg)
+        t0 = time.monotonic()
+        with pytest.raises(JudgeUnreachable, match=r"no whole reply within the deadline of 1\.5s"):
+            client.chat([{"role": "user", "content": "hi"}])
+        elapsed = time.monotonic() - t0
+        assert 1.4 <= elapsed < 3.0, elapsed  # the deadline, not the ~40 s the drip would take
+    finally:
+        server.close()
+
+
+def test_the_deadline_allows_a_prompt_reply():
+    def reply(conn, stop):
+        conn.sendall(f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(OK_BODY)}\r\n"
+                     f"Connection: close\r\n\r\n".encode() + OK_BODY)
+    server = RawServer(reply)
+    try:
+        cfg = JudgeConfig(base_url=server.url, model="m", api_key_env="NO_SUCH_KEY_ENV", timeout=2, max_retries=0)
+        assert JudgeClient(cfg).chat([{"role": "user", "content": "hi"}]) == "Grammar: 8/10"
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize("announced", [True, False])
+def test_a_reply_over_the_size_cap_is_refused_without_reading_it_all(announced):
+    from helpers.judge.rubric import JudgeError
+
+    big = b"x" * 200_000
+
+    def reply(conn, stop):
+        head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+        head += f"Content-Length: {len(big)}\r\n" if announced else "Connection: close\r\n"
+        conn.sendall(head.encode() + b"\r\n" + big)
+
+    server = RawServer(reply)
+    try:
+        cfg = JudgeConfig(base_url=server.url, model="m", api_key_env="NO_SUCH_KEY_ENV", timeout=5, max_retries=3,
+                          max_reply_bytes=1000)
+        client = JudgeClient(cfg, sleep=lambda s: None)
+        t0 = time.monotonic()
+        with pytest.raises(JudgeError, match=r"judge reply refused: .*over the cap of 1,000 bytes "
+                                             r"\(judge_max_reply_bytes in the params of notebook 05b\)"):
+            client.chat([{"role": "user", "content": "hi"}])
+        assert time.monotonic() - t0 < 5 and client.requests == 1  # refused at once, not retried
+    finally:
+        server.close()
+
+
+def test_a_retry_after_of_an_hour_is_capped():
+    def reply_429_then_ok():
+        calls = []
+
+        def reply(conn, stop):
+            calls.append(1)
+            if len(calls) == 1:
+                conn.sendall(b"HTTP/1.1 429 Too Many Requests\r\nRetry-After: 3600\r\nContent-Length: 4\r\n"
+                             b"Connection: close\r\n\r\nslow")
+            else:
+                conn.sendall(f"HTTP/1.1 200 OK\r\nContent-Length: {len(OK_BODY)}\r\nConnection: close\r\n\r\n".encode()
+                             + OK_BODY)
+        return reply
+
+    for kw, cap in (({}, 30.0), ({"retry_after_max": 2.5}, 2.5)):
+        raw = RawServer(reply_429_then_ok())
+        try:
+            slept: list[float] = []
+            cfg = JudgeConfig(base_url=raw.url, model="m", api_key_env="NO_SUCH_KEY_ENV", timeout=5, max_retries=2, **kw)
+            t0 = time.monotonic()
+            assert JudgeClient(cfg, sleep=slept.append).chat([{"role": "user", "content": "hi"}]) == "Grammar: 8/10"
+            assert slept == [cap] and time.monotonic() - t0 < 5
+        finally:
+            raw.close()
+
+
+def test_the_bounds_are_params_of_notebook_05b_with_safe_defaults():
+    from helpers import runner
+    from helpers.core import config
+    from helpers.judge.runs import judge_config
+
+    declared = runner.declared_parameters(config.repo_root() / "notebooks" / "05b_story_evaluation.ipynb")
+    assert declared["judge_retry_after_max"]["default"] == "30.0" and declared["judge_max_reply_bytes"]["default"] == "1000000"
+    for profile in config.PROFILES:
+        p = config.load_params(profile, "05b")
+        assert 0 < p["judge_timeout"] <= 300 and 0 <= p["judge_retry_after_max"] <= 300
+        assert 1 <= p["judge_max_reply_bytes"] <= 10_000_000
+    cfg = judge_config("http://127.0.0.1:1/v1", "m", "NO_SUCH_KEY_ENV", timeout=7.0, retry_after_max=4.0,
+                       max_reply_bytes=5000)
+    assert (cfg.timeout, cfg.retry_after_max, cfg.max_reply_bytes) == (7.0, 4.0, 5000)
+    with pytest.raises(config.ParamsError, match="judge_max_reply_bytes = 0 is out of range"):
+        config.check_params({"judge_max_reply_bytes": 0})
+    with pytest.raises(ValueError, match="retry_after_max must be >= 0"):
+        JudgeConfig(base_url="http://127.0.0.1:1/v1", model="m", retry_after_max=-1)

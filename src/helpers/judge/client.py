@@ -6,6 +6,10 @@ vLLM, Ollama, llama.cpp server, ...) with the standard library only.  Prompts, r
   and on 200 replies that are not valid chat-completions JSON; 401/403/404 abort the run with a clear message.
 * Grade replies are parsed from ``"Grammar: 8/10"`` style text, JSON objects or a bare number array; a reply with a
   missing or out-of-range value is *re-asked* (the re-ask counts against the same ``max_retries`` budget).
+* Every request is bounded: ``timeout`` is a total deadline (connect, headers and every read of the body together,
+  not per socket read: a server dripping a byte at a time is cut off at it), a server's ``Retry-After`` is honoured
+  up to ``retry_after_max`` seconds, and a reply longer than ``max_reply_bytes`` is refused (:class:`JudgeError`).
+  Notebook 05b sets them (``judge_timeout``, ``judge_retry_after_max``, ``judge_max_reply_bytes``).
 * At most ``max_concurrency`` requests are in flight.
 * Each graded item is cached on disk by the cache that :mod:`helpers.judge.rubric` gives every backend; failed items are
   not cached.
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import email.utils
+import http.client
 import json
 import logging
 import os
@@ -55,7 +60,9 @@ class JudgeConfig:
     ``base_url`` is the API root (``https://api.openai.com/v1``, ``http://localhost:11434/v1`` for Ollama,
     ``http://localhost:8000/v1`` for vLLM / llama.cpp); ``/chat/completions`` is appended unless already present.
     ``backoff_base``/``backoff_max`` (seconds) shape the exponential backoff ``base * 2**attempt`` (capped);
-    ``retry_after_max`` caps how long a server-sent ``Retry-After`` is honoured.
+    ``retry_after_max`` caps how long a server-sent ``Retry-After`` is honoured (seconds); ``timeout`` is the total
+    deadline of one request (seconds: connecting, sending and reading the whole reply); ``max_reply_bytes`` the
+    longest reply body read.
     """
 
     base_url: str
@@ -70,7 +77,8 @@ class JudgeConfig:
     two_turn: bool = True
     backoff_base: float = 1.0
     backoff_max: float = 60.0
-    retry_after_max: float = 300.0
+    retry_after_max: float = 30.0
+    max_reply_bytes: int = 1_000_000
     max_connection_failures: int = 3
 
     def __post_init__(self) -> None:
@@ -96,6 +104,10 @@ class JudgeConfig:
             raise ValueError(f"max_connection_failures must be >= 1, got {self.max_connection_failures}")
         if not float(self.timeout) > 0:
             raise ValueError(f"timeout must be > 0 seconds, got {self.timeout}")
+        if not float(self.retry_after_max) >= 0:
+            raise ValueError(f"retry_after_max must be >= 0 seconds, got {self.retry_after_max}")
+        if int(self.max_reply_bytes) < 1:
+            raise ValueError(f"max_reply_bytes must be >= 1, got {self.max_reply_bytes}")
         if not 0.0 <= float(self.temperature) <= 2.0:
             raise ValueError(f"temperature must be in [0, 2], got {self.temperature}")
         if self.cache_dir is not None:
@@ -119,7 +131,8 @@ class JudgeConfig:
         """Config from a params mapping (either the notebook params holding a ``judge:`` block, or that block).
 
         Keys: ``base_url``, ``model``, ``api_key_env``, ``temperature``, ``max_concurrency``, ``max_retries``,
-        ``timeout``, ``max_tokens``, ``two_turn``, ``backoff_base``, ``backoff_max``, ``enabled``.  A missing
+        ``timeout``, ``max_tokens``, ``two_turn``, ``backoff_base``, ``backoff_max``, ``retry_after_max``,
+        ``max_reply_bytes``, ``enabled``.  A missing
         ``base_url``/``model`` falls back to the environment (:meth:`from_env`); ``None`` when neither gives both,
         or when ``enabled: false``.  A literal ``api_key`` entry is refused: keys live in the environment only.
         """
@@ -209,6 +222,96 @@ def _retry_after(value: str | None) -> float | None:
         return None
 
 
+class _Deadline:
+    """The total deadline of one request: when it passes, every socket the request opened is shut down, which wakes
+    a read blocked on a server that sends nothing (or a byte at a time) more. ``expired`` says whether it fired."""
+
+    def __init__(self, seconds: float):
+        self.end = time.monotonic() + seconds
+        self._fired = threading.Event()
+        self._socks: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(max(0.0, seconds), self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    @property
+    def expired(self) -> bool:
+        return self._fired.is_set() or time.monotonic() >= self.end
+
+    def left(self) -> float:
+        return max(0.001, self.end - time.monotonic())
+
+    def watch(self, sock: socket.socket | None) -> None:
+        with self._lock:
+            if sock is not None:
+                self._socks.append(sock)
+            if self._fired.is_set():
+                self._shut(sock)
+
+    def _fire(self) -> None:
+        with self._lock:
+            self._fired.set()
+            for sock in self._socks:
+                self._shut(sock)
+
+    @staticmethod
+    def _shut(sock: socket.socket | None) -> None:
+        try:
+            if sock is not None:
+                sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+
+
+def _opener(deadline: _Deadline) -> urllib.request.OpenerDirector:
+    """A urllib opener (proxies from the environment as usual) whose HTTP(S) connections are watched by ``deadline``."""
+
+    class Conn(http.client.HTTPConnection):
+        def connect(self) -> None:
+            super().connect()
+            deadline.watch(self.sock)
+
+    class SConn(http.client.HTTPSConnection):
+        def connect(self) -> None:
+            super().connect()
+            deadline.watch(self.sock)
+
+    class Handler(urllib.request.HTTPHandler):
+        def http_open(self, req):
+            return self.do_open(Conn, req)
+
+    class SHandler(urllib.request.HTTPSHandler):
+        def https_open(self, req):
+            return self.do_open(SConn, req, context=self._context)
+
+    return urllib.request.build_opener(Handler, SHandler)
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _read_capped(resp, limit: int) -> bytes:
+    """The body of ``resp``, at most ``limit`` bytes (a longer one, by its ``Content-Length`` or as read, raises
+    :class:`_TooLarge` without reading the rest)."""
+    length = resp.headers.get("Content-Length")
+    if length and length.strip().isdigit() and int(length) > limit:
+        raise _TooLarge(f"{int(length):,} bytes announced")
+    chunks, n = [], 0
+    while True:
+        block = resp.read(min(1 << 16, limit + 1 - n))
+        if not block:
+            return b"".join(chunks)
+        chunks.append(block)
+        n += len(block)
+        if n > limit:
+            raise _TooLarge(f"more than {limit:,} bytes sent")
+
+
 class JudgeClient(_CachedJudge):
     """Chat-completions client with retries, a concurrency cap, secret scrubbing and an on-disk cache.
 
@@ -257,11 +360,22 @@ class JudgeClient(_CachedJudge):
         with self._slots:
             with self._lock:
                 self.requests += 1
+            deadline = _Deadline(float(self.cfg.timeout))  # connect + headers + every read, together
             try:
-                with urllib.request.urlopen(req, timeout=float(self.cfg.timeout)) as resp:
-                    raw = resp.read()
+                with _opener(deadline).open(req, timeout=deadline.left()) as resp:
+                    raw = _read_capped(resp, int(self.cfg.max_reply_bytes))
+                if deadline.expired:  # the deadline cut the reply short: never parse a partial body
+                    raise TimeoutError("deadline")
+            except _TooLarge as e:
+                raise JudgeError(
+                    f"judge reply refused: {e}, over the cap of {int(self.cfg.max_reply_bytes):,} bytes "
+                    f"(judge_max_reply_bytes in the params of notebook 05b); is judge_base_url a chat-completions "
+                    f"endpoint?") from None
             except urllib.error.HTTPError as e:
-                detail = self.scrub(e.read()[:300].decode("utf-8", "replace")) if e.fp else ""
+                try:  # at most 300 bytes of the error body, within what is left of the deadline
+                    detail = self.scrub(e.read(300).decode("utf-8", "replace")) if e.fp else ""
+                except (OSError, http.client.HTTPException):
+                    detail = ""
                 if e.code == 429 or e.code == 408 or e.code >= 500:
                     raise _Retryable(f"HTTP {e.code} {detail}".strip(), _retry_after(e.headers.get("Retry-After"))) from None
                 if e.code in (401, 403):
@@ -275,11 +389,16 @@ class JudgeClient(_CachedJudge):
                     ) from None
                 raise JudgeError(f"judge request rejected (HTTP {e.code}): {detail}") from None
             except (socket.timeout, TimeoutError) as e:
-                raise _Retryable(f"timeout after {self.cfg.timeout}s ({type(e).__name__})", unreachable=True) from None
-            except urllib.error.URLError as e:
-                raise _Retryable(f"connection error: {self.scrub(str(e.reason))}", unreachable=True) from None
-            except (ConnectionError, OSError) as e:
-                raise _Retryable(f"connection error: {self.scrub(str(e))}", unreachable=True) from None
+                raise _Retryable(f"no whole reply within the deadline of {self.cfg.timeout}s ({type(e).__name__})",
+                                 unreachable=True) from None
+            except (urllib.error.URLError, http.client.HTTPException, ConnectionError, OSError) as e:
+                if deadline.expired:  # the deadline shut the socket: a timeout, whatever the read raised
+                    raise _Retryable(f"no whole reply within the deadline of {self.cfg.timeout}s (judge_timeout)",
+                                     unreachable=True) from None
+                reason = e.reason if isinstance(e, urllib.error.URLError) else e
+                raise _Retryable(f"connection error: {self.scrub(str(reason))}", unreachable=True) from None
+            finally:
+                deadline.cancel()
         try:
             data = json.loads(raw.decode("utf-8"))
             content = data["choices"][0]["message"]["content"]
@@ -290,8 +409,8 @@ class JudgeClient(_CachedJudge):
         return content
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
-        if retry_after is not None:
-            return min(retry_after, self.cfg.retry_after_max)
+        if retry_after is not None:  # the server's Retry-After, never longer than retry_after_max
+            return min(retry_after, float(self.cfg.retry_after_max))
         d = min(self.cfg.backoff_max, self.cfg.backoff_base * (2 ** attempt))
         return d * (1.0 + self.jitter * self._rng.random())
 
