@@ -21,3 +21,14 @@ def test_a_micro_batch_beyond_memory_is_refused_with_what_fits():
         sizes.check_memory("d", 1_000_000, MODEL, 4096, 1_300_000, 24 * 2**30)
     # the estimate is an upper bound of the right order: the cpu decoder's step of 16 x 256 tokens is < 1 GiB
     assert sizes.activation_bytes(16, 256, 128, 4, 4, 4096, 1_300_000) < 2**30
+
+
+def test_a_planned_decoder_run_is_checked_with_its_spec():
+    from helpers.models.decoder import DecoderSpec
+
+    spec = DecoderSpec(hidden=32, layers=2, heads=2, context=64, window=32, vocab_size=500)
+    sizes.check_sizes("tiny", 16, 8, 100, spec)
+    with pytest.raises(sizes.SizeError, match="larger than its 100 training blocks"):
+        sizes.check_sizes("tiny", 1_000_000_000, 16, 100, spec)
+    with pytest.raises(sizes.SizeError, match="GiB"):
+        sizes.check_sizes("tiny", 2**40, None, 2**41, spec)  # no micro-batch: the whole batch in one step

@@ -4,8 +4,8 @@
 * **Skip or resume**: :func:`train_or_skip` trains one named model, resumes it from its checkpoint, or skips it
   when a finished run was made from the same spec, config and token data (their fingerprint); a run made from
   other inputs is set aside, never deleted first.
-* **Decoders** (notebook 02): :func:`plan_decoders` gives each budget its tokenizer, packed blocks
-  (:func:`encode_blocks`), held-out validation blocks and regularisation; :func:`train_decoder` trains one GPT-Neo.
+* **Decoders** (notebook 02): :func:`plan_decoders` gives each budget its tokenizer, packed blocks (streamed into a
+  memory-mapped file), held-out blocks, regularisation and a size check; :func:`train_decoder` trains one GPT-Neo.
 * **Encoders** (notebook 04): :func:`plan_encoders` checks each mix against the challenge rule, trains its
   tokenizer and cuts masked blocks (balanced by :func:`balance_blocks`, with LTG-BERT's long phase by
   :func:`long_phase_data`); :func:`train_encoder` pretrains one LTG-BERT.
@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from helpers.training.seed_axis import decoder_seeds, expand_seeds
-
 import torch
 
 from helpers.core.artifacts import (fingerprint, read_json, read_jsonl, run_step, save_pretrained_atomic, write_json,
@@ -38,7 +37,7 @@ from helpers.core.hardware import resolve_precision
 from helpers.core.seeding import generator, seed_everything
 from helpers.data.blocks import PackedBlocks, cached_blocks, pack_blocks
 from helpers.data.budgets import fmt_words
-from helpers.data.corpus_files import read_corpus
+from helpers.data.corpus_files import iter_texts, read_corpus
 from helpers.data.ledger import Ledger
 from helpers.data.masking import LongPhaseBlocks, MaskedBlocks, MaskingConfig, TokenIds, encode_encoder_blocks, mlm_loss
 from helpers.data.normalisation import encoder_segments
@@ -47,6 +46,7 @@ from helpers.models.decoder import (FAST_PATH_VERSION, DecoderSpec, build_decode
                                     regularisation_for_budget, regularisation_for_epochs)
 from helpers.models.ltg_bert import LtgBertForMaskedLM, ltg_bert_config
 from helpers.core.locking import ProfileBusy, ProfileLock  # one writer of runs/<profile>: the lock ./run_all.sh takes
+from helpers.training.sizes import check_sizes
 from helpers.training.acceptance import damaged_run, settle_replacement, vocab_size
 from helpers.training.loop import (Placement, TrainConfig, TrainingDiverged, TrainResult, _ckpt_step, evaluate,
                                    init_distributed, lm_loss, placement, read_metrics, train)
@@ -275,8 +275,8 @@ def plan_decoders(
             tok_dir, stories = run_dir / "tokenizers" / f"decoder-{budget}", data / f"{budget}.jsonl"
             tok = load_tokenizer(tok_dir)
             fp = fingerprint("decoder-blocks-v1", sha256_file(tok_dir / "tokenizer.json"), sha256_file(stories), model["context"])
-            blocks = cached_blocks(run_dir / "blocks" / f"decoder-{budget}.npy", fp, lambda: encode_blocks(
-                tok, [r["text"] for r in read_corpus(stories)], model["context"]).blocks, f"decoder blocks {budget}")
+            blocks = cached_blocks(run_dir / "blocks" / f"decoder-{budget}.npy", fp, lambda: iter_story_ids(  # streamed:
+                tok, iter_texts(stories), add_eot=True), f"decoder blocks {budget}", block=model["context"])  # none held
             encoded[budget] = (tok, blocks, encode_blocks(tok, heldout, model["context"], max_blocks=valid_blocks))
         tok, blocks, valid_data = encoded[budget]
         train_data = PackedBlocks(blocks, run_seed)  # the seed orders the blocks; the tensor is shared
@@ -292,6 +292,7 @@ def plan_decoders(
             raise ValueError(f"regularisation must be words, epochs or fixed, not {regularisation!r}")
         spec = DecoderSpec(**model, vocab_size=len(tok), dropout=dropout)
         cfg = TrainConfig(**{**train, "seed": run_seed}, weight_decay=wd)
+        check_sizes(name, cfg.batch_size, cfg.micro_batch, len(train_data), spec)  # before anything trains
         runs[name] = DecoderRun(name, tok, train_data, valid_data, spec, cfg, words, epochs, budget)
     return runs
 

@@ -9,7 +9,7 @@ and token the activations a transformer keeps for the backward pass, ≈ 34·h +
 """
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Any, Mapping
 
 
 class SizeError(ValueError):
@@ -46,3 +46,17 @@ def check_memory(name: str, micro_batch: int, model: Mapping[str, int], vocab: i
         raise SizeError(f"{name}: a training step on {micro_batch:,} sequences of {model['context']} tokens needs "
                         f"~{need / 2**30:,.1f} GiB (estimated), more than the {available / 2**30:,.1f} GiB available; "
                         f"set {setting} to at most ~{fits:,} (gradient accumulation keeps the batch)")
+
+
+def check_sizes(name: str, batch_size: int, micro_batch: int | None, blocks: int, spec: Any,
+                entry: str = "gpt-neo") -> None:
+    """Both checks for one planned run: ``batch_size`` against its ``blocks`` (:func:`check_batch`) and the
+    micro-batch (all of the batch without one) against the memory available now (:func:`check_memory`), for the model
+    of registry ``entry`` that ``spec`` describes (hidden, layers, heads, context, vocab_size)."""
+    from helpers.core.hardware import available_memory  # imports torch, so not in the header
+    from helpers.models.registry import parameter_count
+
+    check_batch(name, batch_size, blocks)
+    model = {k: getattr(spec, k) for k in ("hidden", "layers", "heads", "context")}
+    check_memory(name, micro_batch or batch_size, model, spec.vocab_size, parameter_count(entry, spec),
+                 available_memory())
