@@ -569,3 +569,19 @@ def test_short_verdict_of_an_effect_the_items_do_not_carry():
     assert short_verdict(v, "no") == "not shown beyond these items: A higher than B by 1.1 points"
     assert short_verdict("no effect larger than ±4.2 points (80 % power, paired over 5 seeds, limited by the items)") \
         == "no effect larger than ±4.2 points"
+
+
+def test_figure_file_names_are_usable_in_latex_and_the_shell(tmp_path, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    from helpers.report import figure_layout, reporting
+
+    assert figure_layout.file_stem("06_attention_maps_tiny-1M (seed 7)") == "06_attention_maps_tiny-1M_seed-7"
+    assert figure_layout.file_stem("05 questions: BLiMP (one column)") == "05_questions_BLiMP_one_column"
+    assert figure_layout.file_stem("02_loss_curves") == "02_loss_curves"
+    monkeypatch.setenv("STORYBENCH_REPORTS", str(tmp_path))
+    fig, ax = plt.subplots(figsize=(3, 2))
+    ax.plot([0, 1])
+    out = reporting.save_figure(fig, "06_maps tiny-125k (seed 7)", "smoke", formats=("png",))
+    plt.close(fig)
+    assert out.name == "06_maps_tiny-125k_seed-7.png" and out.is_file()

@@ -9,7 +9,7 @@ asserts it for every plotting helper).
 The helpers keep it by making figures at most :data:`FIGURE_WIDTH` wide (the tight bounding box adds 0.1 in on
 each side) at the style's own font sizes: panels that do not fit side by side wrap into more rows
 (:func:`panels`), long titles and labels wrap onto more lines (:func:`wrap`), legends get as many columns as fit
-(:func:`legend_columns`).
+(:func:`legend_columns`). :func:`file_stem` makes a figure's name a file name usable in LaTeX and the shell.
 """
 from __future__ import annotations
 
@@ -198,3 +198,12 @@ def print_problem(fig, width: float = PRINT_WIDTH, min_pt: float = MIN_PRINTED_P
     short = s if len(s) <= 40 else s[:37] + "..."
     return (f"saved {w:.1f} in wide, printed {min(w, width):g} in wide its smallest text ({short!r}) is {pt:.1f} pt, "
             f"under {min_pt:g} pt")
+
+
+def file_stem(name: str) -> str:
+    """A figure's name as a file name usable in LaTeX and the shell: ``" (seed 7)"`` -> ``"_seed-7"``, other spaces
+    -> ``_``, and no character outside letters, digits and ``. _ + -`` (``"06_maps_tiny-1M (seed 7)"`` ->
+    ``"06_maps_tiny-1M_seed-7"``)."""
+    stem = re.sub(r"\s*\(seed (\d+)\)", r"_seed-\1", name)
+    stem = re.sub(r"[^A-Za-z0-9._+-]+", "_", stem.replace("(", "").replace(")", ""))
+    return stem.strip("_") or "figure"

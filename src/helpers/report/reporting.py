@@ -36,8 +36,8 @@ from helpers.core.digests import sha256_file
 from helpers.core.secrets import redact_params
 from helpers.core.hardware import cpu_info, gpu_names
 from helpers.core.html_table import styled_table
-from helpers.report.figure_layout import (FIGURE_WIDTH, fit_text, font_pt, legend_columns, legend_inches, panels,
-                                          print_problem, row_positions, text_inches, wrap)
+from helpers.report.figure_layout import (FIGURE_WIDTH, file_stem, fit_text, font_pt, legend_columns, legend_inches,
+                                          panels, print_problem, row_positions, text_inches, wrap)
 from helpers.report.markdown_table import fmt_number, markdown_cells
 from helpers.report.provenance import model_provenance
 
@@ -158,7 +158,9 @@ def save_figure(fig, name: str, profile: str, dpi: int = FIGURE_DPI, formats: tu
     """Save a matplotlib figure as ``figures/<name>.png`` (for the notebooks and Markdown; :data:`FIGURE_DPI`) and
     ``figures/<name>.pdf`` (vector, for a paper; fonts embedded as Type 42, :data:`FIGURE_RC`), each atomically;
     returns the PNG path (shown relative to the repository). Warns when the figure breaks the print rule
-    (:func:`helpers.report.figure_layout.print_problem`: printed at most 7 in wide, no text under 6.5 pt)."""
+    (:func:`helpers.report.figure_layout.print_problem`: printed at most 7 in wide, no text under 6.5 pt). The file
+    name is :func:`file_stem` of ``name`` (no spaces or parentheses)."""
+    name = file_stem(name)
     problem = print_problem(fig)
     if problem:
         warnings.warn(f"figure {name} is not readable in print: {problem}", stacklevel=2)
