@@ -70,3 +70,27 @@ def test_jsonl_malformed(tmp_path):
 
 def test_fingerprint_stable():
     assert A.fingerprint({"b": 1, "a": 2}) == A.fingerprint({"a": 2, "b": 1}) != A.fingerprint({"a": 3})
+
+
+def test_atomic_writes_get_the_usual_modes(tmp_path):
+    """A file or folder written atomically is readable like an ordinary write (0644 / 0755 under umask 022), not
+    private like the temporaries it was made in (a model folder's weights were 0600)."""
+    import os
+    import stat
+
+    from helpers.core.artifacts import atomic_path
+
+    old = os.umask(0o022)
+    try:
+        with atomic_path(tmp_path / "model") as tmp:
+            tmp.mkdir()
+            fd = os.open(tmp / "model.safetensors", os.O_CREAT | os.O_WRONLY, 0o600)  # as a library's temporary
+            os.close(fd)
+        with atomic_path(tmp_path / "a.json") as tmp:
+            tmp.write_text("{}")
+            os.chmod(tmp, 0o600)
+    finally:
+        os.umask(old)
+    mode = lambda p: stat.S_IMODE(p.stat().st_mode)  # noqa: E731
+    assert mode(tmp_path / "model") == 0o755 and mode(tmp_path / "model" / "model.safetensors") == 0o644
+    assert mode(tmp_path / "a.json") == 0o644

@@ -27,6 +27,24 @@ from helpers.core.integrity import SIDECAR, sidecar_record
 STAMP = "_step.json"
 
 
+def _umask() -> int:
+    """The process's umask (read by setting it and restoring it at once)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _usual_modes(target: Path) -> None:
+    """Give what a write produced the modes an ordinary write would have (0644 / 0755 under the usual umask):
+    temporary files (``mkstemp``, some libraries' own temporaries) and ``mkdtemp`` folders are private (0600 / 0700),
+    and a renamed model folder would keep that, unreadable to the other users of a shared run folder."""
+    mask = _umask()
+    paths = [target, *target.rglob("*")] if target.is_dir() else [target]
+    for p in paths:
+        if not p.is_symlink():
+            os.chmod(p, (0o777 if p.is_dir() else 0o666) & ~mask)
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
     """Yield a temporary path next to ``path``; on success rename it onto ``path``.
@@ -41,6 +59,7 @@ def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
         yield target
         if not target.exists():
             raise FileNotFoundError(f"atomic write of {path} produced nothing")
+        _usual_modes(target)
         if path.is_dir() and not path.is_symlink():
             old = path.with_name(f".{path.name}.old")
             shutil.rmtree(old, ignore_errors=True)
