@@ -113,14 +113,14 @@ def test_set_overrides_a_nested_parameter_and_refuses_what_nothing_declares(repo
         runner.plan("smoke", nbs, runner.parse_overrides(["02.seedz=1"]))
 
 
-def test_a_set_run_writes_a_variant_and_never_the_profiles_own_folders(repo, tmp_path, monkeypatch):
+def test_a_set_run_writes_a_variant_and_never_the_profiles_own_folders(repo, tmp_path, monkeypatch, capsys):
     """./run_all.sh --set 02.train.lr=1e-3 --profile smoke --only 01,02: the notebooks run into runs/variants/<id>/
     and reports/variants/<id>/ with the override injected; runs/smoke and reports/smoke (and cpu) stay untouched."""
     seen = {}
 
-    def fake_run(profile, todo, log_output):
+    def fake_run(profile, todo, log_output, rerun=""):
         seen.update(runs=os.environ["STORYBENCH_RUNS"], reports=os.environ["STORYBENCH_REPORTS"],
-                    params={nb.name: p for nb, p in todo})
+                    params={nb.name: p for nb, p in todo}, rerun=rerun)
         return [{"notebook": nb.name, "seconds": 1.0} for nb, _ in todo]
 
     monkeypatch.setattr(runner, "_run", fake_run)
@@ -132,6 +132,80 @@ def test_a_set_run_writes_a_variant_and_never_the_profiles_own_folders(repo, tmp
     written = json.loads((tmp_path / "reports" / "variants" / vid / "smoke" / "overrides.json").read_text())
     assert written == {"profile": "smoke", "set": {"02": {"train.lr": 0.001}}}
     assert not (tmp_path / "reports" / "smoke").exists() and not (tmp_path / "runs" / "smoke").exists()
+    assert seen["rerun"] == " --set train.lr=0.001".replace(" --set ", " --set 02.")
+    out = capsys.readouterr().out
+    assert f"runs in runs/variants/{vid}/smoke, reports in reports/variants/{vid}/smoke" in out
+    assert out.rstrip().endswith(f"reports in reports/variants/{vid}/smoke/")  # the closing line names the variant too
+
+
+def test_an_empty_set_value_is_refused_in_one_line(capsys):
+    with pytest.raises(config.ParamsError, match=r"--set '02\.train\.lr=': no value after '='.*02\.train\.lr=null"):
+        runner.parse_overrides(["02.train.lr="])
+    with pytest.raises(config.ParamsError, match="no value"):
+        runner.parse_overrides(["02.seed=  "])
+    assert runner.main(["--set", "02.train.lr=", "--profile", "smoke", "--only", "02"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no value after '='" in err
+    assert runner.parse_overrides(["02.x=null"]) == {"02": {"x": None}}  # null on purpose is still a value
+
+
+def test_set_arguments_give_the_same_variant_back():
+    import shlex
+    from helpers.core.overrides import set_arguments
+
+    items = ["02.train.lr=1e-3", "02.sample_tokens=7", "05.name=tiny 1M", "05.x=[1, 2]", "05.y=null", "05.z='3'"]
+    over = runner.parse_overrides(items)
+    args = set_arguments(over)
+    assert args.startswith(" --set 02.train.lr=0.001 --set 02.sample_tokens=7 --set '05.name=tiny 1M'")
+    back = runner.parse_overrides([t for t in shlex.split(args) if t != "--set"])
+    assert back == over and runner.variant_id("cpu", back) == runner.variant_id("cpu", over)
+    assert set_arguments({}) == set_arguments(None) == ""
+
+
+def test_a_variants_messages_and_hints_name_the_variant(repo, tmp_path, monkeypatch):
+    """Under --set, an interrupt, a failure and the hints raised inside a notebook name the variant's folders and carry
+    the --set arguments, so following a hint reruns the variant; the profile's own run is left as it was."""
+    import papermill as pm
+    from papermill.exceptions import PapermillExecutionError
+    from helpers.report import reporting, results
+
+    over = {"02": {"train.lr": 0.001}}
+    runs, reports = runner.variant_roots("smoke", over)
+    monkeypatch.setenv("STORYBENCH_RUNS", str(runs))
+    monkeypatch.setenv("STORYBENCH_REPORTS", str(reports))
+    vid = runner.variant_id("smoke", over)
+    rerun = runner.set_arguments(over)
+    nb02 = [p for p in runner.notebooks() if p.name.startswith("02_")]
+    monkeypatch.setattr(runner, "tidy_report", lambda *a, **k: None)
+    monkeypatch.setattr(runner, "kernel_name", lambda: None)
+    monkeypatch.setattr(reporting, "write_requirements_lock", lambda profile: None)
+    hint = ("no tokenizer at runs/smoke/tokenizers/tiny-10k; it is made by notebook 01: run notebook 01 for profile smoke "
+            "first (./run_all.sh --profile smoke --only 01)")
+
+    def fail(nb, out, **kw):
+        raise PapermillExecutionError(3, 4, "load()", "FileNotFoundError", hint, [])
+
+    monkeypatch.setattr(pm, "execute_notebook", fail)
+    with pytest.raises(runner.RunnerError) as e:
+        runner._run("smoke", [(nb02[0], {})], False, rerun=rerun)
+    msg = str(e.value)
+    assert f"no tokenizer at runs/variants/{vid}/smoke/tokenizers/tiny-10k" in msg
+    assert "(./run_all.sh --profile smoke --only 01 --set 02.train.lr=0.001)" in msg
+    assert f"kept at reports/variants/{vid}/smoke/notebooks/02_decoder_training.ipynb" in msg
+    monkeypatch.setattr(pm, "execute_notebook", lambda nb, out, **kw: (_ for _ in ()).throw(KeyboardInterrupt()))
+    with pytest.raises(runner.RunInterrupted) as e:
+        runner._run("smoke", [(nb02[0], {})], False, rerun=rerun)
+    msg = str(e.value)
+    assert f"every step it completed in runs/variants/{vid}/smoke/ are kept" in msg
+    assert msg.endswith("resume with ./run_all.sh --profile smoke --from 02 --set 02.train.lr=0.001")
+    # the results line names the variant's results file
+    lines = []
+    monkeypatch.setattr(pm, "execute_notebook", lambda nb, out, **kw: None)
+    monkeypatch.setattr("builtins.print", lambda *a, **k: lines.append(" ".join(map(str, a))))
+    runner._run("smoke", [(nb02[0], {})], False, rerun=rerun)
+    assert any(f"-> reports/variants/{vid}/smoke/results.csv" in x for x in lines), lines
+    # the profile itself: messages as they were
+    assert runner._variant_text(hint, "smoke", "") == hint
 
 
 def test_a_params_folder_is_a_user_profile(repo):
@@ -168,7 +242,7 @@ def test_a_finished_notebook_leaves_no_output_of_an_earlier_version(tmp_path, mo
     monkeypatch.setattr(runner, "tidy_report", lambda *a, **k: None)
     monkeypatch.setattr(runner, "kernel_name", lambda: None)
     monkeypatch.setattr(reporting, "write_requirements_lock", lambda profile: None)
-    monkeypatch.setattr(results, "write_results", lambda profile: None)
+    monkeypatch.setattr(results, "write_results", lambda profile, **kw: None)
     nb05 = [p for p in runner.notebooks() if p.name.startswith("05_")]
     fail["now"] = True
     with pytest.raises(runner.RunInterrupted):

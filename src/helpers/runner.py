@@ -22,7 +22,8 @@ from typing import Any
 
 from helpers.core.artifacts import append_jsonl, remove_unwritten, write_text
 from helpers.core.locking import ProfileBusy, ProfileLock
-from helpers.core.overrides import apply_overrides, parse_overrides, variant_id, variant_roots  # noqa: F401 (variant_id: tests)
+from helpers.core.overrides import (apply_overrides, parse_overrides, set_arguments, variant_id,  # noqa: F401 (variant_id: tests)
+                                    variant_roots)
 from helpers.core.config import (ParamsError, check_params, check_profile, params_file, profiles, read_yaml, repo_root,
                                  reports_dir, run_dir, shown_path)
 from helpers.core.secrets import mask_secrets, redact, secret_values
@@ -161,22 +162,39 @@ def plan(profile: str, nbs: list[Path], overrides: dict[str, dict[str, Any]] | N
 def run(profile: str = "cpu", only: str | None = None, start: str | None = None, log_output: bool = False,
         overrides: dict[str, dict[str, Any]] | None = None) -> list[dict]:
     todo = plan(profile, select(notebooks(), only, start), overrides)
+    rerun = set_arguments(overrides)  # a variant's hints carry its --set arguments: following them reruns it
     if overrides:  # a variant: its own run and report folders, the overrides written beside the reports
         runs, reports = variant_roots(profile, overrides)
-        where = f"runs in {shown_path(runs / profile)}, reports in {shown_path(reports / profile)}"  # before the env moves
         os.environ["STORYBENCH_RUNS"], os.environ["STORYBENCH_REPORTS"] = str(runs), str(reports)
+        where = f"runs in {_short(runs / profile)}, reports in {_short(reports / profile)}"
         write_text(reports_dir(profile) / "overrides.json", json.dumps({"profile": profile, "set": overrides},
                                                                        indent=1, sort_keys=True) + "\n")
         print(f"storybench: a variant of {profile} ({', '.join(f'{k}.{kk}={v!r}' for k, o in overrides.items() for kk, v in o.items())}): "
-              f"{where}", flush=True)
+              f"{where}; the same --set arguments rerun or resume it", flush=True)
     try:
         lock = ProfileLock(profile).__enter__()
     except ProfileBusy as e:
-        raise RunnerError(str(e)) from None
+        raise RunnerError(_variant_text(str(e), profile, rerun)) from None
     try:
-        return _run(profile, todo, log_output)
+        return _run(profile, todo, log_output, **({"rerun": rerun} if rerun else {}))  # the profile's run: as before
     finally:
         lock.__exit__(None, None, None)
+
+
+def _variant_text(text: str, profile: str, rerun: str) -> str:
+    """A message from inside a variant's run made to name the variant (``rerun``: its ``--set`` arguments, ``""`` for
+    the profile itself, which leaves ``text`` as it is). Inside the kernel a path shows relative to the variant's
+    roots, so ``runs/<profile>/…`` and ``reports/<profile>/…`` there are the variant's folders: written out as
+    ``runs/variants/<id>/<profile>/…``; and every ``./run_all.sh --profile P --only/--from NN`` hint gets the
+    ``--set`` arguments, so following it reruns the variant, not the profile."""
+    if not rerun:
+        return text
+    for env, name in (("STORYBENCH_RUNS", "runs"), ("STORYBENCH_REPORTS", "reports")):
+        root = _short(Path(os.environ[env])) if os.environ.get(env) else name
+        if root != name:  # runs/variants/<id>
+            text = re.sub(rf"(?<![\w/.-]){name}/{re.escape(profile)}(?=/|\b)", f"{root}/{profile}", text)
+    return re.sub(rf"(\./run_all\.sh --profile {re.escape(profile)} --(?:only|from) [\w,]+)(?![\w,]| --set)",
+                  lambda m: m.group(1) + rerun, text)
 
 
 KERNEL_NAME = "storybench"  # registered by ./run_all.sh's set-up (ipykernel install --sys-prefix)
@@ -358,7 +376,9 @@ def machine_note(profile: str) -> str | None:
             f"again")
 
 
-def _run(profile: str, todo: list[tuple[Path, dict]], log_output: bool) -> list[dict]:
+def _run(profile: str, todo: list[tuple[Path, dict]], log_output: bool, rerun: str = "") -> list[dict]:
+    """Execute ``todo`` in order; ``rerun``: a variant's ``--set`` arguments, carried into every hint
+    (:func:`_variant_text`)."""
     import papermill as pm
     from nbclient.exceptions import DeadKernelError
     from papermill.exceptions import PapermillExecutionError
@@ -383,16 +403,16 @@ def _run(profile: str, todo: list[tuple[Path, dict]], log_output: bool) -> list[
                 **kernel_transport(),
             )
         except PapermillExecutionError as e:
-            raise RunnerError(redact(mask_secrets(
+            raise RunnerError(_variant_text(redact(mask_secrets(
                 f"notebook {nb.name} failed in cell {e.cell_index} (execution count {e.exec_count}): {e.ename}: {e.evalue}; "
-                f"the partial executed copy is kept at {_short(out)}", secrets))
+                f"the partial executed copy is kept at {_short(out)}", secrets)), profile, rerun)
             ) from None
         except KeyboardInterrupt:
             raise RunInterrupted(
                 f"interrupted in notebook {nb.name} ({_running_cell(out)}); the notebooks finished before it and every "
-                f"step it completed in runs/{profile}/ "
+                f"step it completed in {_short(run_dir(profile))}/ "
                 f"are kept, its partial executed copy is at {_short(out)}; resume with "
-                f"./run_all.sh --profile {profile} --from {nb_id(nb)}"
+                f"./run_all.sh --profile {profile} --from {nb_id(nb)}{rerun}"
             ) from None
         except DeadKernelError:
             raise RunnerError(
@@ -412,7 +432,8 @@ def _run(profile: str, todo: list[tuple[Path, dict]], log_output: bool) -> list[
     from helpers.report.results import write_results
 
     write_requirements_lock(profile)
-    write_results(profile)  # every number of every table, tidy: reports/<profile>/results.csv and results.json
+    results = reports_dir(profile) / "results.csv"  # its line names the variant's folder, not reports/<profile>/
+    write_results(profile, log=lambda line: print(line.replace(shown_path(results), _short(results), 1), flush=True))
     return timings
 
 
@@ -440,7 +461,18 @@ def record_timing(profile: str, timing: dict) -> None:
 
 
 def _short(p: Path) -> str:
-    """``p`` relative to the repository, or to ``$STORYBENCH_REPORTS``/``$STORYBENCH_RUNS`` (as in reports)."""
+    """``p`` as reports show it (:func:`helpers.core.config.shown_path`: relative to the repository or to
+    ``$STORYBENCH_REPORTS``/``$STORYBENCH_RUNS``), except inside a variant's folders: there ``shown_path`` would show
+    ``reports/<profile>/…`` (relative to the variant's root, the profile's own folder's name), so they are shown as
+    ``reports/variants/<id>/<profile>/…`` and ``runs/variants/<id>/…``."""
+    p = Path(p)
+    if p.is_absolute():
+        q = p.resolve()
+        for env, name in (("STORYBENCH_RUNS", "runs"), ("STORYBENCH_REPORTS", "reports")):
+            root = Path(os.environ[env]).resolve() if os.environ.get(env) else None
+            if root is not None and root.parent.name == "variants" and q.is_relative_to(root):
+                rel = q.relative_to(root).as_posix()
+                return f"{name}/variants/{root.name}" + ("" if rel == "." else f"/{rel}")
     return shown_path(p)
 
 
@@ -474,7 +506,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"run_all: error: {e}", file=sys.stderr)
         return 1
     total = sum(t["seconds"] for t in timings)
-    print(f"\nall done: {len(timings)} notebook(s) in {total / 60:.1f} min; reports in {shown_path(reports_dir(a.profile))}/")
+    print(f"\nall done: {len(timings)} notebook(s) in {total / 60:.1f} min; reports in {_short(reports_dir(a.profile))}/")
     return 0
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -15,12 +16,18 @@ from helpers.core.digests import text_digest
 
 def parse_overrides(items: list[str] | None) -> dict[str, dict[str, Any]]:
     """``["02.train.lr=1e-3", "05.seed=1"]`` → ``{"02": {"train.lr": 0.001}, "05": {"seed": 1}}``: notebook number,
-    dotted key, value read as YAML (:func:`helpers.core.config.parse_value`)."""
+    dotted key, value read as YAML (:func:`helpers.core.config.parse_value`). An empty value (``02.train.lr=``, what a
+    shell leaves of ``02.train.lr=$UNSET``) is refused: YAML would read it as null and the run would silently lose the
+    profile's value; ``null`` says so on purpose."""
     out: dict[str, dict[str, Any]] = {}
     for item in items or []:
         m = re.fullmatch(r"(\d+[a-z]?)\.([A-Za-z_][\w.]*)=(.*)", item, flags=re.S)
         if not m:
             raise ParamsError(f"--set {item!r}: expected NN.key=value, e.g. 02.train.lr=1e-3 (a nested key with dots)")
+        if not m.group(3).strip():
+            raise ParamsError(f"--set {item!r}: no value after '=' (an unset shell variable?); give one, e.g. "
+                              f"{m.group(1)}.{m.group(2)}=1e-3, write {m.group(1)}.{m.group(2)}=null for no value, or "
+                              "leave this --set out to keep the profile's")
         try:
             out.setdefault(m.group(1), {})[m.group(2)] = parse_value(m.group(3))
         except ParamsError as e:
@@ -58,3 +65,15 @@ def variant_roots(profile: str, overrides: dict[str, dict[str, Any]]) -> tuple[P
     runs = Path(os.environ.get("STORYBENCH_RUNS", repo_root() / "runs")) / "variants" / vid
     reports = Path(os.environ.get("STORYBENCH_REPORTS", repo_root() / "reports")) / "variants" / vid
     return runs, reports
+
+
+def set_arguments(overrides: dict[str, dict[str, Any]] | None) -> str:
+    """The ``--set`` arguments that give ``overrides`` again (``" --set 02.train.lr=0.001"``; ``""`` for none), shell
+    quoted, for the hints a variant prints (resume, rerun a notebook): following them reruns the same variant, into
+    the same folders (:func:`parse_overrides` reads them back to the same mapping, so :func:`variant_id` is the same)."""
+    args = []
+    for nb, keys in (overrides or {}).items():
+        for key, value in keys.items():
+            text = value if isinstance(value, str) and value.strip() and parse_value(value) == value else json.dumps(value)
+            args.append(f"--set {shlex.quote(f'{nb}.{key}={text}')}")
+    return "".join(" " + a for a in args)
