@@ -31,6 +31,25 @@ def test_mojibake_repaired_and_counted(tmp_path):
     assert c.n_repaired == 1 and c.n_dropped_truncated == 0
 
 
+@pytest.mark.parametrize("lazy", [False, True])
+def test_nul_bytes_and_overlong_stories_are_counted_in_the_repairs_table(tmp_path, lazy):
+    long_story = "word " * 25_000  # 125,000 characters: most likely several stories whose separators were lost
+    f = tmp_path / "s.txt"
+    f.write_text(f"Tom\x00 ran\x00.<|endoftext|>Fine story.<|endoftext|>\x00\x00<|endoftext|>{long_story}<|endoftext|>",
+                 encoding="utf-8")
+    c = data.load_tinystories(f, lazy=lazy)
+    assert list(c.stories) == ["Tom ran.", "Fine story.", long_story.strip()]  # NULs removed, a NUL-only story dropped
+    assert (c.n_nul, c.n_overlong, c.n_dropped_empty, c.n_repaired) == (2, 1, 1, 0)
+    assert list(c.word_counts) == [2, 2, 25_000]
+    row = data.repairs_row("TinyStories train", c)
+    assert row["NUL bytes removed"] == 2 and row["over 100,000 characters (kept)"] == 1
+    assert row["repaired (mojibake)"] == 0 and row["count"] == 3 and row["units"] == "stories"
+    clean = tmp_path / "clean.txt"
+    clean.write_text("A story.<|endoftext|>", encoding="utf-8")
+    both = data.load_tinystories(clean, lazy=lazy).extend(c)
+    assert (both.n_nul, both.n_overlong, len(both)) == (2, 1, 4)
+
+
 def test_curly_quotes_are_not_mojibake(tmp_path):
     f = tmp_path / "s.txt"
     f.write_text("“Hi,” she said. It’s fine.<|endoftext|>", encoding="utf-8")

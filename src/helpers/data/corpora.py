@@ -9,7 +9,10 @@ TinyStories (``docs/methods.md#data``) comes as
 
 Every file read is checked against ``data/CHECKSUMS.sha256`` when it is listed there and remembered (path and
 SHA-256) so that reports can record their exact inputs (:func:`loaded_files`).
-Mojibake (``â€™`` etc.) is repaired with ftfy and the number of repaired stories is reported.
+Mojibake (``â€™`` etc.) is repaired with ftfy and the number of repaired stories is reported; so are the stories
+that held NUL bytes (removed: a NUL is never text, only a damaged file's filler) and the stories longer than
+:data:`MAX_STORY_CHARS` characters (kept, but a story that long is most likely several whose separators were
+lost): :func:`repairs_row`, notebook 01's repairs table.
 
 Scale: ``load_tinystories(path, lazy=True)`` indexes a plain ``.txt`` file in one streaming pass (its SHA-256 in the
 same pass) and keeps only a byte offset, a length and a word count per story
@@ -38,6 +41,7 @@ from helpers.data.story_files import ChainedStories, DataError, FileStories, uni
 
 EOT = "<|endoftext|>"
 CHECKSUM_FILE = "CHECKSUMS.sha256"
+MAX_STORY_CHARS = 100_000  # a story longer than this is counted in the repairs table (TinyStories' run to ~4,000)
 _LOADED: dict[str, str] = {}
 
 
@@ -144,6 +148,8 @@ class StoryCorpus:
     files: dict[str, str] = field(default_factory=dict)
     unit: str = "stories"  # "paragraphs" for running text without story boundaries
     counts: np.ndarray | None = field(default=None, compare=False, repr=False)  # words per story when known (lazy)
+    n_nul: int = 0  # stories that held NUL bytes (removed)
+    n_overlong: int = 0  # stories longer than MAX_STORY_CHARS characters (kept)
 
     def __len__(self) -> int:
         return len(self.stories)
@@ -171,6 +177,8 @@ class StoryCorpus:
         self.n_repaired += other.n_repaired
         self.n_dropped_truncated += other.n_dropped_truncated
         self.n_dropped_empty += other.n_dropped_empty
+        self.n_nul += other.n_nul
+        self.n_overlong += other.n_overlong
         self.files.update(other.files)
         return self
 
@@ -188,19 +196,39 @@ def repair(text: str) -> tuple[str, bool]:
     return fixed, fixed != text
 
 
+def without_nul(text: str) -> tuple[str, bool]:
+    """``text`` without its NUL bytes (``\\x00``, never text: the filler of a damaged or preallocated file), stripped
+    again; and whether it held any."""
+    if "\x00" not in text:
+        return text, False
+    return text.replace("\x00", "").strip(), True
+
+
+def repairs_row(corpus_name: str, corpus: "StoryCorpus") -> dict:
+    """One row of notebook 01's repairs table: the corpus, its unit and count, and what loading did to it: stories
+    whose mojibake was repaired, whose NUL bytes were removed, a truncated tail dropped, and stories over
+    :data:`MAX_STORY_CHARS` characters (kept: likely several stories whose separators were lost)."""
+    return {"corpus": corpus_name, "units": corpus.unit, "count": len(corpus), "repaired (mojibake)": corpus.n_repaired,
+            "NUL bytes removed": corpus.n_nul, "dropped (truncated tail)": corpus.n_dropped_truncated,
+            f"over {MAX_STORY_CHARS:,} characters (kept)": corpus.n_overlong}
+
+
 def _finish(raw: list[str], name: str, truncated_tail: bool, files: dict[str, str]) -> StoryCorpus:
-    stories, n_rep, n_empty = [], 0, 0
+    stories, n_rep, n_empty, n_nul, n_long = [], 0, 0, 0, 0
     if truncated_tail and raw:
         raw = raw[:-1]
     for s in raw:
-        s = s.strip()
+        s, nul = without_nul(s.strip())
+        n_nul += nul
         if not s:
             n_empty += 1
             continue
         s, changed = repair(s)
         n_rep += changed
+        n_long += len(s) > MAX_STORY_CHARS
         stories.append(s)
-    return StoryCorpus(stories, [name] * len(stories), n_rep, int(truncated_tail), n_empty, files)
+    return StoryCorpus(stories, [name] * len(stories), n_rep, int(truncated_tail), n_empty, files, n_nul=n_nul,
+                       n_overlong=n_long)
 
 
 def _json_stories(text: str, p: Path) -> list[str]:
@@ -297,18 +325,20 @@ def index_story_file(path: str | Path, chunk_bytes: int = 16 << 20) -> StoryCorp
     h = sha256_stream()  # the file's SHA-256, computed in the pass that indexes it
     starts, lengths, counts = array("q"), array("q"), array("q")
     fixed: dict[int, str] = {}
-    n_rep = n_empty = 0
+    n_rep = n_empty = n_nul = n_long = 0
     seen_sep = False
     carry, base = b"", 0  # carry: bytes after the last separator so far, starting at file offset base
 
     def take(raw: bytes, at: int) -> None:
-        nonlocal n_rep, n_empty
+        nonlocal n_rep, n_empty, n_nul, n_long
         try:
             u = raw.decode("utf-8")
         except UnicodeDecodeError as e:
             raise DataError(f"cannot read {p}: invalid UTF-8 at byte {at + e.start:,} ({e.reason})") from None
         body = u.strip()
-        if not body:
+        clean, nul = without_nul(body)
+        n_nul += nul
+        if not clean:
             n_empty += 1
             return
         lead = len(u) - len(u.lstrip())
@@ -316,10 +346,11 @@ def index_story_file(path: str | Path, chunk_bytes: int = 16 << 20) -> StoryCorp
             start, length = at + lead, len(body)
         else:
             start, length = at + len(u[:lead].encode()), len(body.encode())
-        text = universal_newlines(body) if "\r" in body else body
+        text = universal_newlines(clean) if "\r" in clean else clean
         fixed_text, changed = repair(text)
-        if changed:
-            n_rep += 1
+        n_rep += changed
+        n_long += len(fixed_text) > MAX_STORY_CHARS
+        if changed or nul:  # the file's bytes are not the story: keep the story itself
             fixed[len(starts)] = fixed_text
         starts.append(start)
         lengths.append(length)
@@ -350,7 +381,7 @@ def index_story_file(path: str | Path, chunk_bytes: int = 16 << 20) -> StoryCorp
         truncated = True  # cut inside a character: certainly truncated
     stories = FileStories(p, np.frombuffer(starts, dtype=np.int64), np.frombuffer(lengths, dtype=np.int64), fixed)
     return StoryCorpus(stories, [], n_rep, int(truncated), n_empty, {p.name: _LOADED[str(p)]},
-                       counts=np.frombuffer(counts, dtype=np.int64).copy())
+                       counts=np.frombuffer(counts, dtype=np.int64).copy(), n_nul=n_nul, n_overlong=n_long)
 
 
 def _load_hf(name: str, split: str, limit: int | None) -> StoryCorpus:
