@@ -140,8 +140,9 @@ def test_sweep_caveat_names_the_tuned_width_lr_and_steps():
     assert s.endswith("the lowest loss is nevertheless at hidden 64")
 
 def test_interpretability_sentences():
-    heads = pd.DataFrame({"model": ["m"] * 4, "layer": [0, 0, 1, 1], "label": ["positional", "semantic", "positional", "semantic"]})
-    assert interpret_findings.attention_heads(heads) == ["m: 2 of 4 heads positional (layer 0, layer 1); 2 semantic"]
+    heads = pd.DataFrame({"model": ["m"] * 4, "layer": [0, 0, 1, 1], "label": ["positional", "content", "positional", "mixed"]})
+    assert interpret_findings.attention_heads(heads) == ["m: 4 heads: 2 positional (layers 0, 1); 1 content (layer 0); "
+                                                         "1 mixed (layer 1)"]
     total = pd.DataFrame([{"model": "m", "top tokens": "all", "specialists": 30, "neurons": 100, "expected neurons by chance": 2.0},
                           {"model": "m", "top tokens": "distinct", "specialists": 5, "neurons": 100, "expected neurons by chance": 4.0}])
     s = interpret_findings.specialists(total)
@@ -564,11 +565,11 @@ def test_specialist_totals_sum_layers_and_add_wilson_intervals():
 def test_specialist_comparison_needs_apart_intervals():
     # the cpu reference run: 507 vs 473 of 2,048 (24.8 % vs 23.1 %): the intervals overlap
     s = interpret_findings.specialist_comparison(_summary(507, 473), "s", "l")
-    assert len(s) == 1 and s[0].startswith("distinct top tokens: the larger model (l) and the smaller (s) have as many "
-                                          "specialists per neuron within their intervals: 23% [")
-    assert "23% [" in s[0] and "Wilson intervals over neurons" in s[0]
-    assert " has fewer specialists" in interpret_findings.specialist_comparison(_summary(600, 400), "s", "l")[0]
-    assert " has more specialists" in interpret_findings.specialist_comparison(_summary(400, 600), "s", "l")[0]
+    assert len(s) == 1 and s[0].startswith("distinct top tokens, specialists per neuron: the larger model (l) and the "
+                                          "smaller (s) not shown apart on these neurons")
+    assert "as many" not in s[0] and "23% [" in s[0] and "Wilson intervals over neurons" in s[0]
+    assert "(l) below the smaller (s)" in interpret_findings.specialist_comparison(_summary(600, 400), "s", "l")[0]
+    assert "(l) above the smaller (s)" in interpret_findings.specialist_comparison(_summary(400, 600), "s", "l")[0]
     assert interpret_findings.specialist_comparison(_summary(400, 600), "s", "missing") == []
 
 
@@ -579,17 +580,26 @@ def test_head_and_paper_observation_lines():
                           "top offset": [3, 1, 0], "start-token weight": [0.1, 0.2, 0.3]})
     heads["offset η²"] = [0.8, 0.2, 0.1]
     heads["label (|r| > 0.5 rule)"] = ["positional", "semantic", "semantic"]
-    s = interpret_findings.head_lines(heads, 0.5, A.reference_heads(100), 100)
-    assert s[0].startswith("known-answer check on synthetic heads (100 tokens): offset η² classifies 4 of 4 right; "
-                           "the |r| > 0.5 rule gets 3 of 4")
-    assert s[1].startswith("m: 1 of 3 heads positional (offset η² > 0.5; η² 0.10 … 0.80), 1 by |r| > 0.5; r ranges -0.60 … +0.20")
+    s = interpret_findings.head_lines(heads, 0.7, A.reference_heads(100), 100)
+    assert s[0].startswith("known-answer check on synthetic heads (100 tokens): the graded classes get 10 of 10 right; "
+                           "the |r| > 0.5 rule gets 9 of 10")
+    assert s[1].startswith("m: offset η² 0.10 … 0.80 (positional from 0.7); 1 positional by |r| > 0.5; r ranges -0.60 … +0.20")
     assert "1 heads put ≥ 50 % of their attention on one fixed offset (L0H1: 1 back)" in s[1]
     assert s[1].endswith("mean start-token weight 0.20")
     check = pd.DataFrame([{"model": "m", "grouping": "span", "short-range: determiner+punctuation": 0.32,
-                           "long-range: determiner+punctuation": 0.31, "base: determiner+punctuation": 0.27,
+                           "long-range: determiner+punctuation": 0.29, "base: determiner+punctuation": 0.27,
                            "short-range: name+noun": 0.18, "long-range: name+noun": 0.22, "base: name+noun": 0.18,
-                           "function words nearer": False, "names/nouns farther": True}])
-    assert interpret_findings.paper_pattern(check)[0].endswith("→ the paper's pattern holds in part")
+                           "function words nearer": 0.03, "function words nearer CI low": -0.01,
+                           "function words nearer CI high": 0.07, "names/nouns farther": 0.04,
+                           "names/nouns farther CI low": 0.01, "names/nouns farther CI high": 0.07}])
+    s = interpret_findings.paper_pattern(check)[0]
+    assert s.endswith("→ the paper's pattern holds in one half only") and "not shown, 0.03 [-0.01, 0.07]" in s
+    both = check.assign(**{"function words nearer CI low": 0.005})
+    assert interpret_findings.paper_pattern(both)[0].endswith("→ the paper's pattern holds")
+    # "32 % vs 29 %" with no interval is not a pattern that holds
+    bare = check.drop(columns=[c for c in check.columns if " CI " in c])
+    s = interpret_findings.paper_pattern(bare)[0]
+    assert ": holds," not in s and "whether it holds is not tested" in s and s.endswith("→ the paper's pattern is not shown")
     assert interpret_findings.paper_pattern(check.iloc[:0])[0].startswith("no model has both groups")
 
 
