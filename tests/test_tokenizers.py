@@ -92,3 +92,13 @@ def test_bad_input():
     with pytest.raises(ValueError, match="kind"):
         tk.train_tokenizer(["a"], "both", 300)
     assert tk.default_vocab_size(10_000_000) == 6_144 and tk.default_vocab_size(10_000_001) == 16_384
+
+
+def test_a_tokenizer_saved_with_a_model_knows_its_context(decoder_tokenizer, tmp_path):
+    """model_max_length = the model's context in the saved folder (not ~1e30), the caller's tokenizer untouched."""
+    import json
+
+    before = decoder_tokenizer.model_max_length
+    tk.save_for_model(decoder_tokenizer, tmp_path, 256)
+    assert json.loads((tmp_path / "tokenizer_config.json").read_text())["model_max_length"] == 256
+    assert decoder_tokenizer.model_max_length == before

@@ -210,7 +210,13 @@ def test_two_fresh_runs_are_bitwise_identical(tmp_path, one_thread):
     best = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "a" / "best")
     info = json.loads((tmp_path / "a" / "best" / "best.json").read_text())
     card = (tmp_path / "a" / "best" / "README.md").read_text()  # the model card beside the weights
-    assert card.startswith("# a\n") and "AutoModelForCausalLM.from_pretrained(folder)" in card
+    assert card.startswith("---\n") and "\n# a\n" in card and "AutoModelForCausalLM.from_pretrained(folder)" in card
+    from huggingface_hub import ModelCard  # the Hub's own reader parses the front matter
+
+    hub = ModelCard.load(tmp_path / "a" / "best" / "README.md")
+    assert hub.data.library_name == "transformers" and hub.data.language == "en" and hub.data.license == "other"
+    assert hub.data.eval_results[0].metric_value == pytest.approx(info["valid_loss"], abs=1e-6)
+    assert f"training seed: {cfg.seed}" in card and "revision `" in card and "code digest `" in card
     assert f"step {info['step']:,} of" in card and f"validation loss {info['valid_loss']:.4f} nats" in card
     assert info["step"] == ra.best_step and info["valid_loss"] == pytest.approx(ra.best_valid_loss)
     assert ra.best_valid_loss <= ra.final_valid_loss and math.isfinite(ra.best_valid_loss)

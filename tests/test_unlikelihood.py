@@ -133,6 +133,15 @@ def test_finetune_decoder_replaces_best_keeps_the_plain_model_and_skips(tmp_path
     assert same == (res.chosen_step == 0)
     marker = json.loads((out / "unlikelihood.json").read_text())
     assert marker["chosen_step"] == res.chosen_step and len(marker["history"]) == 4
+    # best/ has a card of its own (fine-tuned, from ../mle-best), front matter the Hub's reader parses
+    from huggingface_hub import ModelCard
+
+    hub = ModelCard.load(out / "best" / "README.md")
+    assert "repetition-finetuned" in hub.data.tags and hub.data.library_name == "transformers"
+    assert {r.metric_type for r in hub.data.eval_results} == {"loss", "accuracy"}
+    text = (out / "best" / "README.md").read_text()
+    assert "../mle-best" in text and f"kept step {res.chosen_step:,} of" in text and "training seed:" in text
+    assert json.loads((out / "best" / "tokenizer_config.json").read_text())["model_max_length"] == spec.context
     # a rerun with the same inputs skips; other params start again from the plain model, not the fine-tuned one
     again = U.finetune_decoder(out, run, real_stories[:200], real_stories[300:], cfg, progress=False, log=logs.append)
     assert "[skip]" in logs[-1] and again.history == res.history

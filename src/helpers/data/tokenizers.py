@@ -208,3 +208,16 @@ def encode_stories(tokenizer: PreTrainedTokenizerFast, stories: Iterable[str], a
     """Token ids per story (or any text: prompts too), without special tokens; with ``add_eot`` each ends with
     ``<|endoftext|>`` (decoder packing). For a corpus, :func:`iter_story_ids` streams the same ids."""
     return list(iter_story_ids(tokenizer, stories, add_eot))
+
+
+def save_for_model(tokenizer: PreTrainedTokenizerFast, folder, context: int | None) -> None:
+    """Save ``tokenizer`` into a model's ``folder`` with ``model_max_length`` set to the model's ``context`` (its
+    position table; the trained tokenizer's default is ~1e30, "no limit"), so that truncation in other tools stops
+    where the model does. The caller's tokenizer object is left as it was."""
+    old = tokenizer.model_max_length
+    try:
+        if context:
+            tokenizer.model_max_length = int(context)
+        tokenizer.save_pretrained(folder)
+    finally:
+        tokenizer.model_max_length = old

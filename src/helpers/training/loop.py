@@ -47,6 +47,7 @@ from helpers.core.hardware import autocast_context, compute_device, resolve_prec
 from helpers.core.progress import progress as progress_bar
 from helpers.core.seeding import seed_everything
 from helpers.data.blocks import PackedBlocks
+from helpers.data.tokenizers import save_for_model
 from helpers.models import decoder
 from helpers.training.model_card import model_card, provenance
 from helpers.training.optim import cosine_schedule, make_optimizer
@@ -417,7 +418,7 @@ def _save_pretrained(model, tokenizer, path: Path, info: dict, card: str | None 
         with atomic_path(path) as tmp:
             model.save_pretrained(tmp)
             if tokenizer is not None:
-                tokenizer.save_pretrained(tmp)
+                save_for_model(tokenizer, tmp, getattr(model.config, "max_position_embeddings", None))
             (tmp / "best.json").write_text(json.dumps(info))
             if card is not None:
                 (tmp / "README.md").write_text(card, encoding="utf-8")  # the model card (training.model_card)

@@ -34,12 +34,12 @@ from helpers.core.stats import wilson_interval
 from helpers.data.blocks import PackedBlocks
 from helpers.data.corpus_files import read_corpus
 from helpers.data.text_stats import repeated_run
-from helpers.data.tokenizers import end_of_text_id
+from helpers.data.tokenizers import end_of_text_id, save_for_model
 from helpers.generation import completions as G  # rollouts and probes: the one batched decoding loop (against the flow)
 from helpers.generation.decoding import Decoding
 from helpers.models.decoder import load_decoder
 from helpers.training.loop import evaluate, lm_loss
-from helpers.training.model_card import provenance
+from helpers.training.model_card import finetuned_card, provenance
 from helpers.training.optim import param_groups
 
 GREEDY = Decoding("greedy")
@@ -348,9 +348,11 @@ def finetune_decoder(decoder_dir: str | Path, run, train_stories: Sequence[dict]
     model.to("cpu")
     with atomic_path(best) as tmp:  # replaces best/ in one rename; mle-best/ is the source of any rerun
         model.save_pretrained(tmp)
-        tok.save_pretrained(tmp)
+        save_for_model(tok, tmp, model.config.max_position_embeddings)
         write_json(tmp / "best.json", {"repetition_finetuned": True, "chosen_step": res.chosen_step,
                                        "probe": res.after})
+        (tmp / "README.md").write_text(finetuned_card(model, run.name, run.cfg.seed, res.chosen_step, res.steps,
+                                                      res.before, res.after, asdict(cfg)), encoding="utf-8")
         stamp_model_folder(tmp, **provenance())
     write_json(marker, {"fingerprint": fp, "config": asdict(cfg), "steps": res.steps, "chosen_step": res.chosen_step,
                         "stopped_early": res.stopped_early, "seconds": res.seconds, "history": res.history})
