@@ -94,3 +94,11 @@ def test_atomic_writes_get_the_usual_modes(tmp_path):
     mode = lambda p: stat.S_IMODE(p.stat().st_mode)  # noqa: E731
     assert mode(tmp_path / "model") == 0o755 and mode(tmp_path / "model" / "model.safetensors") == 0o644
     assert mode(tmp_path / "a.json") == 0o644
+
+
+def test_a_garbled_json_file_is_named(tmp_path):
+    from helpers.core.artifacts import read_json
+
+    (tmp_path / "config.json").write_text('{"model_type": "gpt_neo",,}')
+    with pytest.raises(ValueError, match=r"config.json: not valid JSON; .*: line 1 column \d+"):
+        read_json(tmp_path / "config.json")

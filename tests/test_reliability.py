@@ -387,3 +387,15 @@ def test_no_usable_grade_fails_loudly_and_partial_results_stay_cached(tmp_path):
         assert df["status"].tolist() == ["cached"] and server.calls == calls
     finally:
         server.close()
+
+
+def test_data_errors_name_files_relative_to_the_repository(tmp_path, monkeypatch):
+    """A DataError never shows this machine's absolute path of a file in the repository or the runs folder."""
+    from helpers.core.config import repo_root
+    from helpers.data.story_files import DataError
+
+    inside = repo_root() / "data" / "missing.txt"
+    assert str(DataError(f"cannot read {inside}: gone")) == "cannot read data/missing.txt: gone"
+    monkeypatch.setenv("STORYBENCH_RUNS", str(tmp_path / "r"))
+    msg = str(DataError(f"{tmp_path / 'r' / 'cpu' / 'data' / 'tiny-1M.jsonl'} is empty"))
+    assert msg == "runs/cpu/data/tiny-1M.jsonl is empty" and str(tmp_path) not in msg

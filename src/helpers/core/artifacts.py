@@ -102,8 +102,15 @@ def write_json(path: str | os.PathLike, obj: Any, indent: int = 2) -> Path:
 
 
 def read_json(path: str | os.PathLike) -> Any:
+    """A JSON file's value; a file that does not parse (garbled, cut) raises a ``json.JSONDecodeError`` (a ValueError)
+    naming it as the reader sees it (``runs/cpu/decoders/tiny-1M/best/config.json``), the notebook that rebuilds it,
+    and where it breaks."""
     with open(path, encoding="utf-8") as f:
-        return json.load(f)
+        try:
+            return json.load(f)
+        except json.JSONDecodeError as e:  # still a JSONDecodeError (callers catch it), now naming the file
+            raise json.JSONDecodeError(f"{shown_path(path)}: not valid JSON{rebuild_hint(path)}; {e.msg}", e.doc,
+                                       e.pos) from None
 
 
 def write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> Path:

@@ -58,6 +58,21 @@ def shown_path(path: str | os.PathLike) -> str:
     return f".../{p.name}"
 
 
+def shown_paths_in(text: str) -> str:
+    """``text`` (an error message) with every absolute path under the repository or the runs/reports folders
+    written as :func:`shown_path` writes it, so messages name files the way a report reader sees them."""
+    roots = [(os.environ.get("STORYBENCH_RUNS"), "runs/"), (os.environ.get("STORYBENCH_REPORTS"), "reports/")]
+    try:
+        roots.append((str(repo_root()), ""))
+    except FileNotFoundError:
+        pass
+    for root, name in roots:
+        if root:
+            for form in dict.fromkeys((str(Path(root)), str(Path(root).resolve()))):
+                text = text.replace(form.rstrip("/") + "/", name)
+    return text
+
+
 NOT_PROFILES = ("paper_reference",)  # folders of params/ that hold no profile
 
 

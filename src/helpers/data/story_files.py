@@ -16,9 +16,15 @@ from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
+from helpers.core.config import shown_paths_in
+
 
 class DataError(ValueError):
-    """Bad or missing input data, with a message that says what to do."""
+    """Bad or missing input data, with a message that says what to do; paths in it are shown relative to the
+    repository (:func:`helpers.core.config.shown_paths_in`), never as this machine's absolute paths."""
+
+    def __init__(self, message: object = "", *args: object) -> None:
+        super().__init__(shown_paths_in(str(message)), *args)
 
 
 def universal_newlines(s: str) -> str:

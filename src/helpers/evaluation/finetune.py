@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from helpers.core.artifacts import fingerprint, read_json, run_step, save_pretrained_atomic, write_json
+from helpers.core.config import shown_path
 from helpers.core.digests import model_files_digest
 from helpers.core.hardware import compute_device
 from helpers.core.parallel import run_jobs
@@ -71,7 +72,7 @@ def finetune_prepared(model_dir: str | Path, data: TaskData, cfg: FinetuneConfig
         intervals[k] = metric_interval(y, p, data.metrics[k], seed=cfg.seed)
         predicted[k] = np.bincount(np.asarray(p, dtype=np.int64), minlength=data.num_labels).tolist()
     record = {
-        "model": model_name(model_dir), "model_dir": str(model_dir), "kind": kind, "train_task": data.task,
+        "model": model_name(model_dir), "model_dir": shown_path(model_dir), "kind": kind, "train_task": data.task,
         "protocol": data.protocol, "metric": data.metric, "metrics": data.metrics, "reports": reports,
         "intervals": {k: list(v) for k, v in intervals.items()}, "predicted_counts": predicted,
         "dev_metric": res.best_dev.get(data.metric), "dev": res.best_dev, "best_epoch": res.best_epoch,
