@@ -12,3 +12,11 @@ def square(x, say=""):
 
 def fail(x):
     raise ValueError(f"bad input {x}")
+
+
+def which_gpu(x):
+    """The GPU a worker process was given (CUDA_VISIBLE_DEVICES), and the process."""
+    import time
+
+    time.sleep(0.3)  # long enough that both workers take jobs
+    return {"gpu": os.environ.get("CUDA_VISIBLE_DEVICES"), "pid": os.getpid(), "x": x}

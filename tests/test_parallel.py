@@ -4,13 +4,15 @@ import os
 import pytest
 
 from helpers.core import parallel
-from parallel_jobs import fail, square
+from parallel_jobs import fail, square, which_gpu
 
 
 def test_resolve_workers():
     assert parallel.resolve_workers("auto", jobs=5, threads=2, device="cpu") == 2
     assert parallel.resolve_workers("auto", jobs=1, threads=8, device="cpu") == 1
-    assert parallel.resolve_workers("auto", jobs=5, threads=8, device="cuda:0") == 1
+    assert parallel.resolve_workers("auto", jobs=5, threads=8, device="cuda:0", gpus=["0"]) == 1
+    assert parallel.resolve_workers("auto", jobs=5, threads=8, device="cuda:0", gpus=["0", "1", "2", "3"]) == 4
+    assert parallel.resolve_workers("auto", jobs=2, threads=8, device="cuda:0", gpus=["0", "1", "2", "3"]) == 2
     assert parallel.resolve_workers(3, jobs=2, threads=8) == 2
     for bad in (0, -1, "many", True, 1.5):
         with pytest.raises(ValueError, match="workers"):
@@ -66,7 +68,26 @@ def test_the_plan_in_words_is_the_plan_run_jobs_follows():
     assert parallel.plan_jobs(1, names, 4) == (1, 4, [])
     assert parallel.describe_jobs(2, names[:2], 2) == "2 processes side by side, 1 thread(s) each"
     assert parallel.describe_jobs(2, names, 2) == "2 processes side by side, 1 thread(s) each; job2 alone afterwards with 2"
-    assert parallel.describe_jobs("auto", names, 3, device="cuda:0") == "one at a time, 3 thread(s)"
+    assert parallel.describe_jobs("auto", names, 3, device="cuda:0", gpus=["0"]) == "one at a time, 3 thread(s)"
+    assert parallel.describe_jobs("auto", names, 4, device="cuda:0", gpus=["2", "5"]) == \
+        "2 processes side by side, one GPU each (2, 5)"  # no lone tail in the caller: every job keeps a GPU
     logs = []  # run_jobs announces the same plan
     parallel.run_jobs(square, {n: dict(x=1) for n in names}, workers=2, threads=2, log=logs.append)
     assert "3 jobs in 2 worker processes, 1 thread each; the last, 'job2', alone afterwards with 2 threads" == logs[0]
+
+
+def test_jobs_spread_over_the_gpus_one_each(monkeypatch):
+    """A simulated 2-GPU node (STORYBENCH_GPUS): "auto" gives one worker per GPU, each worker process sees only its
+    own GPU (CUDA_VISIBLE_DEVICES), and the jobs run on both."""
+    monkeypatch.setenv("STORYBENCH_GPUS", "0,1")
+    assert parallel.visible_gpus() == ["0", "1"]
+    logs = []
+    jobs = {f"run{i}": dict(x=i) for i in range(4)}
+    out = parallel.run_jobs(which_gpu, jobs, workers=2, threads=2, log=logs.append, gpus=["0", "1"])
+    assert list(out) == list(jobs)
+    by_pid = {}
+    for v in out.values():
+        by_pid.setdefault(v["pid"], set()).add(v["gpu"])
+    assert all(len(g) == 1 for g in by_pid.values()), by_pid  # a worker keeps one GPU
+    assert set().union(*by_pid.values()) == {"0", "1"} and os.getpid() not in by_pid
+    assert logs[0] == "4 jobs in 2 worker processes, one GPU each (0, 1)"

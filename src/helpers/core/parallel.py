@@ -34,9 +34,28 @@ class JobError(RuntimeError):
     """A job failed in a worker process (its traceback is in the message)."""
 
 
-def resolve_workers(workers: int | str, jobs: int, threads: int | None = None, device: str | None = None) -> int:
+def visible_gpus() -> list[str]:
+    """The GPUs independent jobs may be spread over, as ``CUDA_VISIBLE_DEVICES`` entries: ``$STORYBENCH_GPUS`` (a
+    comma-separated list: pins the jobs to some GPUs, or simulates a device list where there is none, as the tests
+    do), else this process's ``CUDA_VISIBLE_DEVICES``, else every CUDA device torch sees; ``[]`` without CUDA."""
+    pinned = os.environ.get("STORYBENCH_GPUS", "").strip()
+    if pinned:
+        return [d.strip() for d in pinned.split(",") if d.strip()]
+    import torch
+
+    if not torch.cuda.is_available():
+        return []
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES", "").strip()
+    if listed:
+        return [d.strip() for d in listed.split(",") if d.strip()][: torch.cuda.device_count()]
+    return [str(i) for i in range(torch.cuda.device_count())]
+
+
+def resolve_workers(workers: int | str, jobs: int, threads: int | None = None, device: str | None = None,
+                    gpus: Sequence[str] | None = None) -> int:
     """How many processes run ``jobs`` jobs: ``"auto"`` is one per CPU thread the notebook was given (``threads``,
-    default ``os.cpu_count()``), one on a GPU (``device`` ``"cuda…"`` or CUDA available); never more than ``jobs``."""
+    default ``os.cpu_count()``), one per GPU on a GPU machine (``device`` ``"cuda…"`` or CUDA available; ``gpus``,
+    default :func:`visible_gpus`: a 4-GPU node trains four models at once); never more than ``jobs``."""
     if isinstance(workers, str):
         if workers != "auto":
             raise ValueError(f"workers must be a whole number ≥ 1 or 'auto', not {workers!r}")
@@ -44,7 +63,10 @@ def resolve_workers(workers: int | str, jobs: int, threads: int | None = None, d
             from helpers.core.hardware import compute_device  # imports torch, so not in the header
 
             device = compute_device("auto").type
-        n = 1 if str(device).startswith("cuda") else (threads or os.cpu_count() or 1)
+        if str(device).startswith("cuda"):
+            n = max(1, len(visible_gpus() if gpus is None else gpus))
+        else:
+            n = threads or os.cpu_count() or 1
     else:
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise ValueError(f"workers must be a whole number ≥ 1 or 'auto', not {workers!r}")
@@ -53,24 +75,27 @@ def resolve_workers(workers: int | str, jobs: int, threads: int | None = None, d
 
 
 def plan_jobs(workers: int | str, names: Sequence[str], threads: int, lone_tail_in_caller: bool = True,
-              device: str | None = None) -> tuple[int, int, list[str]]:
+              device: str | None = None, gpus: Sequence[str] | None = None) -> tuple[int, int, list[str]]:
     """How :func:`run_jobs` runs the jobs ``names`` on ``threads`` threads: ``(processes, threads each, tail)``;
-    ``tail`` is the job (at most one) left after full rounds, run afterwards in the caller with all the threads."""
-    n = resolve_workers(workers, len(names), threads, device)
+    ``tail`` is the job (at most one) left after full rounds, run afterwards in the caller with all the threads (on
+    the CPU only: with GPUs every job keeps a GPU of its own)."""
+    n = resolve_workers(workers, len(names), threads, device, gpus)
     if n <= 1:
         return 1, threads, []
     each = max(1, threads // n)
-    tail = list(names[-1:]) if lone_tail_in_caller and len(names) > n and len(names) % n == 1 and threads > each else []
+    tail = list(names[-1:]) if (lone_tail_in_caller and not gpus and len(names) > n and len(names) % n == 1
+                                and threads > each) else []
     return n, each, tail
 
 
 def describe_jobs(workers: int | str, names: Sequence[str], threads: int, lone_tail_in_caller: bool = True,
-                  device: str | None = None) -> str:
+                  device: str | None = None, gpus: Sequence[str] | None = None) -> str:
     """:func:`plan_jobs` in words, for a table's timing column: its minutes depend on how the runs shared the CPU."""
-    n, each, tail = plan_jobs(workers, names, threads, lone_tail_in_caller, device)
+    n, each, tail = plan_jobs(workers, names, threads, lone_tail_in_caller, device, gpus)
     if n <= 1:
         return f"one at a time, {threads} thread(s)"
-    return (f"{n} processes side by side, {each} thread(s) each"
+    where = f"one GPU each ({', '.join(list(gpus)[:n])})" if gpus else f"{each} thread(s) each"
+    return (f"{n} processes side by side, {where}"
             + (f"; {tail[0]} alone afterwards with {threads}" if tail else ""))
 
 
@@ -95,8 +120,10 @@ class _QueueStream:
         return False
 
 
-def _init(q, threads: int, path: list[str]) -> None:
+def _init(q, threads: int, path: list[str], devices=None) -> None:
     os.environ["OMP_NUM_THREADS"] = str(threads)
+    if devices is not None:  # one GPU per worker, chosen before torch starts CUDA in this process
+        os.environ["CUDA_VISIBLE_DEVICES"] = devices.get()
     for p in reversed(path):
         if p not in sys.path:
             sys.path.insert(0, p)
@@ -132,11 +159,14 @@ def _drain(q) -> None:
 
 
 def run_jobs(fn: Callable[..., Any], jobs: Mapping[str, dict], workers: int | str = 1, threads: int | None = None,
-             desc: str = "jobs", log: Callable[[str], None] = print, lone_tail_in_caller: bool = True) -> dict[str, Any]:
+             desc: str = "jobs", log: Callable[[str], None] = print, lone_tail_in_caller: bool = True,
+             gpus: Sequence[str] | None = None) -> dict[str, Any]:
     """``{name: fn(**kwargs)}`` for every ``name: kwargs`` of ``jobs``, in order of ``jobs``.
 
     ``workers`` (a number or ``"auto"``, see :func:`resolve_workers`) processes share ``threads`` torch threads
-    (default: the current ``torch.get_num_threads()``). ``fn`` must be importable (a module-level function of the
+    (default: the current ``torch.get_num_threads()``). On a GPU machine (``gpus``: default :func:`visible_gpus`
+    where the compute device is CUDA) each worker process gets one GPU of its own (``CUDA_VISIBLE_DEVICES``; more
+    workers than GPUs share them in turn), so independent runs spread over the node's GPUs as over CPU cores. ``fn`` must be importable (a module-level function of the
     package, not one defined in a notebook) and the kwargs picklable. With ``lone_tail_in_caller`` (default) and
     one job left over after full rounds of ``workers`` jobs, that last job runs after the pool in this process with
     all the threads (``benchmarks/parallel_jobs.py --jobs 3`` measures the difference)."""
@@ -145,15 +175,26 @@ def run_jobs(fn: Callable[..., Any], jobs: Mapping[str, dict], workers: int | st
     jobs = dict(jobs)
     threads = threads or torch.get_num_threads()
     names = list(jobs)
-    n, each, tail = plan_jobs(workers, names, threads, lone_tail_in_caller)
+    if gpus is None:
+        from helpers.core.hardware import compute_device
+
+        gpus = visible_gpus() if compute_device("auto").type == "cuda" else []
+    gpus = list(gpus)
+    n, each, tail = plan_jobs(workers, names, threads, lone_tail_in_caller, "cuda" if gpus else "cpu", gpus)
     if n <= 1:
         return {name: fn(**kw) for name, kw in jobs.items()}
     pooled = {name: jobs[name] for name in names if name not in tail}
-    log(f"{len(jobs)} {desc} in {n} worker processes, {each} thread{'s' if each > 1 else ''} each"
+    log(f"{len(jobs)} {desc} in {n} worker processes, "
+        + (f"one GPU each ({', '.join(gpus[:n])})" if gpus else f"{each} thread{'s' if each > 1 else ''} each")
         + (f"; the last, {tail[0]!r}, alone afterwards with {threads} threads" if tail else ""))
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    pool = ctx.Pool(n, initializer=_init, initargs=(q, each, list(sys.path)))
+    devices = None
+    if gpus:
+        devices = ctx.Queue()
+        for i in range(n):
+            devices.put(gpus[i % len(gpus)])
+    pool = ctx.Pool(n, initializer=_init, initargs=(q, each, list(sys.path), devices))
     results: dict[str, Any] = {}
     t0 = time.time()
     try:
