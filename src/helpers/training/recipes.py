@@ -57,9 +57,7 @@ def encode_blocks(tokenizer, texts: Sequence[str], block: int, max_blocks: int |
     """Stories → token ids, each closed by ``<|endoftext|>`` → packed blocks of ``block`` tokens (first
     ``max_blocks`` kept, for bounded validation cost)."""
     blocks = pack_blocks(iter_story_ids(tokenizer, texts, add_eot=True), block)
-    if max_blocks is not None:
-        blocks = blocks[:max_blocks]
-    return PackedBlocks(blocks, seed)
+    return PackedBlocks(blocks if max_blocks is None else blocks[:max_blocks], seed)
 
 
 def blocks_digest(data: PackedBlocks) -> str:
