@@ -30,8 +30,7 @@ def _story_interval(values: np.ndarray, n_boot: int, seed: int, confidence: floa
     same seeded resamples for every column (:func:`helpers.core.stats.bootstrap_interval`); NaN without resamples."""
     v = np.asarray(values, dtype=float).reshape(len(values), -1)
     if n_boot <= 0 or len(v) == 0:
-        nan = np.full(v.shape[1], np.nan)
-        return nan, nan.copy()
+        return np.full(v.shape[1], np.nan), np.full(v.shape[1], np.nan)
     with np.errstate(invalid="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         lo, hi = bootstrap_interval(len(v), lambda idx: np.nanmean(v[idx], axis=1), confidence, n_boot, seed)
@@ -77,13 +76,8 @@ def head_counts(heads: "pd.DataFrame", kinds: Sequence[str] | None = None) -> "p
     """Heads per model and class (columns in the order of :data:`helpers.analysis.attention_stats.HEAD_KINDS`) and
     the total, from :func:`head_table` rows."""
     kinds = list(kinds or HEAD_KINDS)
-    t = pd.crosstab(pd.Categorical(heads["model"], categories=list(dict.fromkeys(heads["model"]))),
-                    pd.Categorical(heads["label"], categories=kinds), dropna=False)
-    t = t.reindex(columns=kinds, fill_value=0)
-    t.index.name, t.columns.name = "model", None
-    out = t.reset_index()
-    out["heads"] = out[kinds].sum(axis=1)
-    return out
+    return pd.DataFrame([{"model": m, **{k: int((g.label == k).sum()) for k in kinds}, "heads": len(g)}
+                         for m, g in heads.groupby("model", sort=False)])
 
 
 def layer_eta2_rows(a: ModelAnalysis, texts: Sequence[str], default_seed: int, layer: int = 0,
@@ -199,22 +193,17 @@ def paper_observation(analyses: Mapping[str, ModelAnalysis], targets: "pd.DataFr
         share = lambda x, sl: float(np.nanmean(x.sum(axis=0)[sl] / np.maximum(n.sum(axis=0)[sl], 1)))
         cls = np.array([attention_class(c) for c in a.classes], dtype=object)
         base_fn, base_ct = float(np.isin(cls, FUNCTION_TARGETS).mean()), float(np.isin(cls, CONTENT_TARGETS).mean())
-        if n_boot > 0:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)
-                lo, hi = bootstrap_interval(len(a.stories), diffs, confidence, n_boot, seed)
-        else:
-            lo, hi = np.full(2, np.nan), np.full(2, np.nan)
-        rows.append({"model": model, "grouping": grouping, f"{near} heads": len(hn), f"{far} heads": len(hf),
-                     f"{near}: determiner+punctuation": share(fn, slice(0, k)),
-                     f"{far}: determiner+punctuation": share(fn, slice(k, None)),
-                     "base: determiner+punctuation": base_fn,
-                     f"{near}: name+noun": share(ct, slice(0, k)), f"{far}: name+noun": share(ct, slice(k, None)),
-                     "base: name+noun": base_ct,
-                     "function words nearer": float(point[0]), "function words nearer CI low": float(lo[0]),
-                     "function words nearer CI high": float(hi[0]),
-                     "names/nouns farther": float(point[1]), "names/nouns farther CI low": float(lo[1]),
-                     "names/nouns farther CI high": float(hi[1])})
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            lo, hi = (bootstrap_interval(len(a.stories), diffs, confidence, n_boot, seed) if n_boot > 0 else
+                      (np.full(2, np.nan), np.full(2, np.nan)))
+        row = {"model": model, "grouping": grouping, f"{near} heads": len(hn), f"{far} heads": len(hf)}
+        for what, x, b in (("determiner+punctuation", fn, base_fn), ("name+noun", ct, base_ct)):
+            row.update({f"{near}: {what}": share(x, slice(0, k)), f"{far}: {what}": share(x, slice(k, None)),
+                        f"base: {what}": b})
+        for i, half in enumerate(("function words nearer", "names/nouns farther")):
+            row.update({half: float(point[i]), f"{half} CI low": float(lo[i]), f"{half} CI high": float(hi[i])})
+        rows.append(row)
     return pd.DataFrame(rows)
 
 
@@ -255,15 +244,12 @@ def neuron_shares(analyses: Mapping[str, ModelAnalysis], k: int) -> tuple["pd.Da
 
 def random_direction_shares(a: ModelAnalysis, layer: int, k: int, n_directions: int | None = None, seed: int = 0,
                             distinct: bool = False, rotated: ModelAnalysis | None = None) -> "pd.DataFrame":  # noqa: F821
-    """The null for specialist neurons: :func:`neuron_class_shares` computed on ``n_directions`` (default: as many
-    as the layer has neurons) random orthonormal directions of the **same** activations instead of the neuron
-    axes. Any direction in activation space picks top tokens that cluster by word class (tokens of a class sit
-    near one another), so this, not independent draws at the base rates, is what a neuron must beat to be called a
-    specialist by role. Same columns as :func:`neuron_class_shares` (``neuron`` numbers the directions).
-    ``rotated``: the projection already made by :func:`rotate_layer` (both top-token lists share it)."""
-    rotated = rotated if rotated is not None else rotate_layer(a, layer, n_directions, seed)
-    df, _, _ = neuron_class_shares(rotated, layer, k, distinct=distinct)
-    return df
+    """A null for specialist neurons: :func:`neuron_class_shares` on ``n_directions`` (default: as many as neurons)
+    random orthonormal directions of the **same** activations. Any direction picks top tokens that cluster by word
+    class, so this beats independent draws at the base rates; it is fair against rotation, not against the
+    nonlinearity (:func:`neuron_controls` adds the other controls). ``rotated``: a :func:`rotate_layer` projection."""
+    return neuron_class_shares(rotated if rotated is not None else rotate_layer(a, layer, n_directions, seed),
+                               layer, k, distinct=distinct)[0]
 
 
 def rotate_layer(a: ModelAnalysis, layer: int, n_directions: int | None = None, seed: int = 0) -> ModelAnalysis:
@@ -318,10 +304,9 @@ def random_weight_layer(a: ModelAnalysis, layer: int, seed: int = 0) -> ModelAna
     more than a random direction of the activations does."""
     if layer not in a.mlp_inputs:
         raise ValueError(f"{a.name}: no MLP inputs of layer {layer} recorded (recompute the analysis)")
-    cfg = a.model.config
-    acts = random_weight_acts(a.mlp_inputs[layer], a.acts[layer].shape[1], a.model.transformer.h[layer].mlp.act,
-                              float(getattr(cfg, "initializer_range", 0.02)), seed=int(np.random.SeedSequence(
-                                  [int(seed), int(layer)]).generate_state(1)[0]))
+    std = float(getattr(a.model.config, "initializer_range", 0.02))
+    acts = random_weight_acts(a.mlp_inputs[layer], a.acts[layer].shape[1], a.model.transformer.h[layer].mlp.act, std,
+                              seed=int(np.random.SeedSequence([int(seed), int(layer)]).generate_state(1)[0]))
     return dataclasses.replace(a, acts={layer: acts})
 
 
@@ -354,8 +339,7 @@ def control_verdict(trained: int, controls: Mapping[str, tuple[float, float]], a
     not_beyond = [n for n, (c, p) in controls.items() if not (trained > c and p < alpha) and n not in below]
     if not below and not not_beyond:
         return "specialised beyond every control (" + ", ".join(controls) + f"; each p < {alpha:g})"
-    parts = ([f"below the {', '.join(below)}"] if below else []) + (
-        [f"not shown beyond the {', '.join(not_beyond)}"] if not_beyond else [])
+    parts = [f"below the {', '.join(below)}"] * bool(below) + [f"not shown beyond the {', '.join(not_beyond)}"] * bool(not_beyond)
     return "not shown to be word-class specialisation: " + "; ".join(parts)
 
 
@@ -375,8 +359,7 @@ def neuron_controls(analyses: Mapping[str, ModelAnalysis], untrained: Mapping[st
         rw: dict[str, list[int]] = {"all": [0, 0], "distinct": [0, 0]}
         for layer in sorted(a.acts):
             for m, (c, n) in specialist_counts(random_weight_layer(a, layer, seed), k, threshold, [layer]).items():
-                rw[m][0] += c
-                rw[m][1] += n
+                rw[m] = [rw[m][0] + c, rw[m][1] + n]
         u = untrained.get(name)
         if u is not None and u.name not in memo:
             memo[u.name] = specialist_counts(u, k, threshold)
