@@ -414,3 +414,58 @@ def test_seed_budget_applies_the_rule_twice_the_effect():
     t = C.seed_budget(rows, q, most=6).set_index("seeds per arm")
     need = t["seeds for MDE ≤ 2 × |effect|"].iloc[0]
     assert list(t["pays for seeds (MDE ≤ 2 × |effect|)"]) == ["yes" if k >= need else "no" for k in t.index]
+
+
+def test_above_chance_holm_needs_both_reductions_for_a_cell_in_the_sensitivity_rows():
+    rows = pd.concat([_rows("e", {42: 0.60}, n_items=400, seed=51).assign(kind="encoder"),
+                      _rows("d", {42: 0.60}, n_items=400, seed=52).assign(kind="decoder")])
+    sums = _rows("e", {42: 0.50}, n_items=400, seed=53).assign(kind="encoder")
+    plain = C.above_chance_holm(rows)
+    assert plain["above chance (Holm)"].all()
+    both = C.above_chance_holm(rows, sensitivity=sums).set_index("model")
+    assert not both.at["e", "above chance (Holm)"] and both.at["d", "above chance (Holm)"]
+    assert both.at["e", "p"] == both.at["e", "p (sensitivity)"] and np.isnan(both.at["d", "p (sensitivity)"])
+    assert "both are" in C.holm_sentence(both.reset_index())
+
+
+def test_untrained_twins_are_the_trained_encoders_initialisation_and_score_as_encoders(encoder_tokenizer, tmp_path):
+    """The positive control's untrained arm: each twin has its trained encoder's config and tokenizer and exactly
+    the weights ``seed_everything(seed)`` + a fresh model give (what training started from); made once, then
+    skipped; scored on the control's task only."""
+    import torch
+
+    from helpers.core.artifacts import save_pretrained_atomic
+    from helpers.core.seeding import seed_everything
+    from helpers.evaluation import controls
+    from helpers.models.ltg_bert import LtgBertForMaskedLM, load_model, ltg_bert_config
+
+    tok = encoder_tokenizer
+    cfg = ltg_bert_config("smoke", len(tok), pad_token_id=tok.pad_token_id, cls_token_id=tok.cls_token_id,
+                          sep_token_id=tok.sep_token_id, mask_token_id=tok.mask_token_id)
+    for name in ("mix", "mix (seed 7)"):
+        trained = LtgBertForMaskedLM(cfg)
+        with torch.no_grad():
+            for p in trained.parameters():
+                p.add_(0.5)  # "trained": far from any initialisation
+        save_pretrained_atomic(tmp_path / "encoders" / name / "best", trained, tok)
+    control = {"question": "control", "a": "mix", "b": "untrained", "task": "Supp.", "kind": "encoder",
+               "role": C.POSITIVE_CONTROL}
+    controls.check_control(control, ["mix", "mix (seed 7)"])
+    with pytest.raises(ValueError, match="at least two seeds"):
+        controls.check_control(control, ["mix"])
+    with pytest.raises(ValueError, match="role"):
+        controls.check_control({**control, "role": "question"}, ["mix", "mix (seed 7)"])
+    log = []
+    names = controls.untrained_encoders(tmp_path, ["mix", "mix (seed 7)"], "untrained", 42, log=log.append)
+    assert names == ["untrained (seed 42)", "untrained (seed 7)"]
+    seed_everything(7)
+    fresh = LtgBertForMaskedLM(load_model(tmp_path / "encoders" / "mix (seed 7)" / "best").config).state_dict()
+    saved = load_model(tmp_path / "encoders" / "untrained (seed 7)" / "best").state_dict()
+    assert all(torch.equal(fresh[k], saved[k]) for k in fresh)
+    controls.untrained_encoders(tmp_path, ["mix", "mix (seed 7)"], "untrained", 42, log=log.append)
+    assert sum(x.startswith("[skip]") for x in log) == 2
+    zero = controls.score_positive_control(tmp_path, control, ["mix", "mix (seed 7)"], ["blimp", "supplement"], 1, 42,
+                                           dict(reduction="mean", max_tokens=512, limit_per_task=1))
+    assert list(zero) == [("encoder", "untrained (seed 42)"), ("encoder", "untrained (seed 7)")]
+    assert {r["task"] for r in zero[("encoder", "untrained (seed 7)")].rows} == {"supplement"}
+    assert controls.score_positive_control(tmp_path, None, [], [], 1, 42) == {} and controls.as_questions(None) == []

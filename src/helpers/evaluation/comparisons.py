@@ -27,6 +27,10 @@ the same pipeline and seeds) is shown beside the questions, outside Holm's famil
 encoders under the summed PLL) recomputes each question beside the pre-registered one and a verdict that flips
 under it says so. :func:`above_chance_holm` counts "above chance" cells of a model × task grid after Holm's
 correction.
+
+The module runs past the 500-line mark on purpose: the verdict, the positive control, the summed-PLL sensitivity
+and the design tables (:func:`item_budget`, :func:`seed_budget`) all read one items × (arm, seed) matrix
+(``_arm_matrix``) and one choice of paired or Welch design, and split apart they would drift.
 """
 from __future__ import annotations
 
@@ -484,17 +488,30 @@ def questions_table(rows: pd.DataFrame, questions: Sequence[Mapping[str, Any]],
     return df[[c for c in cols if c in df.columns]]
 
 
-def above_chance_holm(rows: pd.DataFrame, chance: float = 0.5, alpha: float = 0.05) -> pd.DataFrame:
+def above_chance_holm(rows: pd.DataFrame, chance: float = 0.5, alpha: float = 0.05,
+                      sensitivity: pd.DataFrame | None = None) -> pd.DataFrame:
     """Every model × task cell of 0/1 tidy rows tested against ``chance`` (one-sided exact binomial test over items)
     and corrected for the family with Holm: columns (kind,) model, task, items, accuracy (%), p, above chance (Holm).
-    The test treats items as independent draws (a cell's paradigms are not modelled)."""
+    The test treats items as independent draws (a cell's paradigms are not modelled). ``sensitivity``: the same
+    cells scored another way (the encoders under the summed PLL, :func:`tidy_zero_shot` with ``reduction="sum"``):
+    a cell in it is above chance only under both, an intersection-union test whose p is the larger of the two
+    (``p`` then; ``p (sensitivity)`` beside it), before Holm over the cells."""
     keys = ["kind", "model", "task"] if "kind" in rows.columns else ["model", "task"]
+    other = {}
+    if sensitivity is not None and len(sensitivity):
+        for key, g in sensitivity.groupby(keys, sort=False):
+            v = g["value"].to_numpy(dtype=float)
+            other[key] = binomial_p_above(float(v.sum()), len(v), chance)
     cells = []
     for key, g in rows.groupby(keys, sort=False):
         v = g["value"].to_numpy(dtype=float)
-        cells.append({**dict(zip(keys, key)), "items": len(v), "accuracy (%)": 100 * float(v.mean()),
-                      "p": binomial_p_above(float(v.sum()), len(v), chance)})
-    df = pd.DataFrame(cells, columns=[*keys, "items", "accuracy (%)", "p"])
+        p = binomial_p_above(float(v.sum()), len(v), chance)
+        cell = {**dict(zip(keys, key)), "items": len(v), "accuracy (%)": 100 * float(v.mean()), "p": p}
+        if other:
+            cell["p (sensitivity)"] = other.get(key, np.nan)
+            cell["p"] = max(p, other[key]) if key in other else p
+        cells.append(cell)
+    df = pd.DataFrame(cells, columns=[*keys, "items", "accuracy (%)", "p", *(["p (sensitivity)"] if other else [])])
     df["above chance (Holm)"] = holm(df["p"].to_numpy(), alpha) if len(df) else []
     return df
 
@@ -526,8 +543,10 @@ def check_questions(questions: Sequence[Mapping[str, Any]], models: Mapping[str,
 def holm_sentence(cells: pd.DataFrame, alpha: float = 0.05) -> str:
     """How many of the tested model × task cells are above chance after Holm's correction."""
     k = int(cells["above chance (Holm)"].sum())
+    both = ("; an encoder cell only where its mean and summed PLL both are (the larger p of the two)"
+            if "p (sensitivity)" in cells.columns else "")
     return (f"{k} of {len(cells)} model × task cells are above chance after Holm's correction for {len(cells)} tests "
-            f"(family-wise α = {alpha:g}; one-sided exact binomial tests over items)")
+            f"(family-wise α = {alpha:g}; one-sided exact binomial tests over items{both})")
 
 
 def pll_reductions(results: Mapping[tuple[str, str], Any], kind: str = "encoder", confidence: float = 0.95,

@@ -102,7 +102,7 @@ def plot_seed_budget(budget: pd.DataFrame, title: str = ""):
 
 def short_verdict(verdict: str, after_holm: str = "") -> str:
     """A questions-table verdict up to its first qualification ("effect: A higher than B by 6.0 points",
-    "no effect larger than ±4.1 points", "untestable here: 1 vs 2 seeds per arm", "not shown beyond these items: A
+    "not shown: effect +1.0 points, in [-1.4, +3.4] (95 % over 5 seeds)", "untestable here: 1 vs 2 seeds per arm", "not shown beyond these items: A
     higher than B by 1.1 points"), an effect with "(Holm: yes|no)"."""
     short = re.split(r";|, a seed-level| over seeds on the", str(verdict))[0]
     short = re.sub(r" \((?:80 % power|paired over|\d+ vs \d+)[^()]*\)$", "", short)  # the design, named in the table
