@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from helpers.report import reporting
+from helpers.report import reporting, training_views
 from helpers.report.evaluation_views import arm_colours
 
 
@@ -201,6 +201,8 @@ def test_generation_views_draw_bands_panels_and_every_model():
 def test_loss_curves_show_both_y_axes_and_mark_best_checkpoints():
     import matplotlib.pyplot as plt
 
+    from helpers.report import training_views
+
     from helpers.training.loop import TrainResult
 
     def run(losses, best):
@@ -208,7 +210,7 @@ def test_loss_curves_show_both_y_axes_and_mark_best_checkpoints():
         return TrainResult("x", 10 * len(losses), 0, min(losses), best, losses[-1], 1.0, history=hist)
 
     results = {"a": run([5.0, 4.0, 4.5], 20), "b": run([6.0, 5.0, 4.2], 30)}
-    fig = reporting.plot_loss_curves(results, {"a": "C0", "b": "C1"}, ("train", "valid"), "loss")
+    fig = training_views.plot_loss_curves(results, {"a": "C0", "b": "C1"}, ("train", "valid"), "loss")
     left, right = fig.axes
     fig.canvas.draw()
     assert all(t.get_text() for t in right.get_yticklabels() if t.get_visible())  # numbers on the right panel too
@@ -221,7 +223,7 @@ def test_loss_curves_show_both_y_axes_and_mark_best_checkpoints():
     # seeds of one arm: one colour, one legend entry for the arm
     results["a (seed 7)"] = run([5.1, 4.1, 4.4], 20)
     colours, labels = arm_colours(results)
-    fig = reporting.plot_loss_curves(results, colours, ("train", "valid"), "loss", labels=labels)
+    fig = training_views.plot_loss_curves(results, colours, ("train", "valid"), "loss", labels=labels)
     texts = [t.get_text() for t in fig.legends[0].get_texts()]
     assert texts[:2] == ["a (2 seeds)", "b"] and not any("seed 7" in t for t in texts)
     plt.close(fig)
@@ -451,10 +453,10 @@ def _figures():
         ("05_seed_budget", lambda: EV.plot_seed_budget(budget, "Minimum detectable effect against training seeds per arm")),
         ("02_repetition_probes", lambda: GV.plot_repetition_probes(
             probes, dict(zip(DECODERS, [f"C{i}" for i in range(4)])))),
-        ("02_figure1_loss_curves", lambda: reporting.plot_loss_curves(
+        ("02_figure1_loss_curves", lambda: training_views.plot_loss_curves(
             _loss_results(DECODERS), dict(zip(DECODERS, [f"C{i}" for i in range(4)])),
             ("training loss", "validation (held-out stories) loss"), "cross-entropy (nats/token)", legend_title="budget")),
-        ("04_mlm_loss_curves", lambda: reporting.plot_loss_curves(
+        ("04_mlm_loss_curves", lambda: training_views.plot_loss_curves(
             _loss_results(LONG_ENCODERS), dict(zip(LONG_ENCODERS, [f"C{i}" for i in range(6)])),
             ("training MLM loss", "validation MLM loss (held-out stories + BabyLM documents)"),
             "cross-entropy per masked token")),
@@ -585,3 +587,35 @@ def test_figure_file_names_are_usable_in_latex_and_the_shell(tmp_path, monkeypat
     out = reporting.save_figure(fig, "06_maps tiny-125k (seed 7)", "smoke", formats=("png",))
     plt.close(fig)
     assert out.name == "06_maps_tiny-125k_seed-7.png" and out.is_file()
+
+
+
+def test_loss_curves_tell_seeds_apart_keep_budget_colours_and_fit_one_column():
+    """Seeds of one budget: the budget's colour, another line style, a legend entry per style; the colours follow the
+    profile's budget list (the same budget, the same colour, in any figure); the one-column variant is 3.3 in wide
+    and keeps every text at 7 pt or more printed at that width."""
+    import matplotlib.pyplot as plt
+
+    from helpers.report import training_views as TV
+    from helpers.report.figure_layout import print_problem
+
+    results = _loss_results(["tiny-125k", "tiny-1M", "tiny-125k (seed 7)", "tiny-1M (seed 7)", "tiny-1M (seed 13)"])
+    budgets = ["tiny-125k", "tiny-250k", "tiny-500k", "tiny-1M"]
+    palette = TV.budget_palette(list(results), budgets)
+    assert palette["tiny-1M (seed 13)"] == palette["tiny-1M"] != palette["tiny-125k"]
+    assert TV.budget_palette(["tiny-1M (plain)"], budgets)["tiny-1M (plain)"] == palette["tiny-1M"]
+    assert TV.budget_palette(["tiny-1M"], budgets[::-1])["tiny-1M"] != palette["tiny-1M"]  # the list fixes colours
+    styles = TV.seed_styles(list(results))
+    assert styles["tiny-1M"] == "-" and styles["tiny-1M (seed 7)"] == "--" and styles["tiny-1M (seed 13)"] == ":"
+    for one_column in (False, True):
+        fig = TV.plot_loss_curves(results, palette, ("training loss", "validation (held-out stories) loss"),
+                                  "cross-entropy (nats/token)", legend_title="budget", one_column=one_column)
+        lines = {(ln.get_color() if isinstance(ln.get_color(), str) else tuple(ln.get_color()), ln.get_linestyle())
+                 for ln in fig.axes[0].lines}
+        assert len({s for _, s in lines}) == 3  # three seed styles drawn
+        legend = [t.get_text() for t in fig.legends[0].get_texts()]
+        assert {"first seed", "seed 2", "seed 3"} <= set(legend)
+        if one_column:
+            assert abs(fig.get_figwidth() - TV.COLUMN_WIDTH) < 1e-9
+            assert print_problem(fig, width=TV.COLUMN_WIDTH, min_pt=7.0) is None, print_problem(fig, TV.COLUMN_WIDTH, 7.0)
+        plt.close(fig)

@@ -36,7 +36,7 @@ from helpers.core.digests import sha256_file
 from helpers.core.secrets import redact_params
 from helpers.core.hardware import cpu_info, gpu_names
 from helpers.core.html_table import styled_table
-from helpers.report.figure_layout import (FIGURE_WIDTH, file_stem, fit_text, font_pt, legend_columns, legend_inches,
+from helpers.report.figure_layout import (FIGURE_WIDTH, file_stem, fit_text, font_pt, legend_columns,
                                           panels, print_problem, row_positions, text_inches, wrap)
 from helpers.report.markdown_table import fmt_number, markdown_cells
 from helpers.report.provenance import model_provenance
@@ -179,43 +179,6 @@ def millions_axis(axis, unit: str = "M") -> None:
     """Tick labels of a matplotlib ``axis`` (``ax.xaxis``) holding word counts, in millions: ``0``, ``0.5M``,
     ``1M``, ... (no ``1e6`` offset at the axis' end)."""
     axis.set_major_formatter(FuncFormatter(lambda v, _pos: "0" if v == 0 else f"{v / 1e6:g}{unit}"))
-
-
-def plot_loss_curves(results: dict, colours: dict, titles: tuple[str, str], ylabel: str, legend_title: str | None = None,
-                     figsize: tuple[float, float] | None = None, labels: Mapping[str, str] | None = None):
-    """Training (left) and validation (right) loss against the optimizer step, one line per run, from
-    ``{name: TrainResult}`` (its ``history`` rows ``step``/``split``/``loss`` and its ``best_step``). The panels share
-    the y axis and both show its tick labels; each run's best checkpoint (the lowest validation loss, the one that
-    is kept) is marked with a star on its validation curve, a hollow star when it is the last evaluation (the loss
-    was still falling). The figure is :data:`~helpers.report.figure_layout.FIGURE_WIDTH` wide (``figsize``
-    overrides), titles wrapped to their panel, the legend below the panels. ``labels``: a legend label per run
-    (``"_nolegend_"`` leaves a run out, e.g. the further seeds of an arm: :func:`~helpers.report.evaluation_views.arm_colours`)."""
-    labels = {n: (labels or {}).get(n, n) for n in results}
-    entries = [*(x for x in labels.values() if x != "_nolegend_"), "best checkpoint (kept)", "best = last evaluation (still falling)"]
-    ncol = legend_columns(entries, (figsize or (FIGURE_WIDTH,))[0])
-    figsize = figsize or (FIGURE_WIDTH, 3.4 + legend_inches(entries, ncol, title=bool(legend_title)))
-    fig, axes = plt.subplots(1, 2, figsize=figsize, sharey=True, layout="constrained")
-    for name, res in results.items():
-        h = pd.DataFrame(res.history)
-        for ax, split in zip(axes, ["train", "valid"]):
-            part = h[h.split == split]
-            ax.plot(part.step, part.loss, label=labels[name], color=colours[name])
-        valid = h[h.split == "valid"]
-        best = valid[valid.step == res.best_step]
-        if len(best):
-            last = int(res.best_step) == int(valid.step.max())
-            axes[1].plot(best.step, best.loss, marker="*", ms=13, ls="none", color=colours[name],
-                         markerfacecolor="none" if last else colours[name], markeredgewidth=1.3, zorder=5)
-    for ax, title in zip(axes, titles):
-        ax.set(title=wrap(title, figsize[0] / 2 - 0.6, font_pt(key="axes.titlesize")), xlabel="optimizer step",
-               ylabel=ylabel)
-        ax.tick_params(labelleft=True)  # sharey hides the right panel's numbers otherwise
-    axes[1].plot([], [], marker="*", ms=11, ls="none", color="grey", label="best checkpoint (kept)")
-    axes[1].plot([], [], marker="*", ms=11, ls="none", color="grey", markerfacecolor="none",
-                 label="best = last evaluation (still falling)")
-    handles, labels = axes[1].get_legend_handles_labels()
-    fig.legend(handles, labels, title=legend_title, loc="outside lower center", frameon=False, ncol=ncol)
-    return fig
 
 
 def _kind_pairs_title(task: str, part, kinds, inches: float = math.inf) -> str:
