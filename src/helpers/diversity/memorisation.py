@@ -10,6 +10,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from helpers.core.hardware import available_memory
 from helpers.core.parallel import resolve_workers, run_jobs
 from helpers.diversity.ngram_index import NGramIndex
 from helpers.diversity.rouge import max_pairwise_rouge2, rouge2_pairs, rouge_n_matrix
@@ -209,8 +210,6 @@ def memorisation_rows(model: str, train_texts: Sequence[str], splits, *, n: int 
         shortlist=shortlist) for k, (start, stop) in enumerate(_shards(train_texts, shard_words))}
     if len(jobs) > 1:
         if memory_budget == "auto":
-            from helpers.core.hardware import available_memory  # imports torch, so not in the header
-
             avail = available_memory()
             memory_budget = None if avail is None else int(0.8 * avail)
         shard_sizes = [sum(t.count(" ") + 1 for t in kw["texts"]) for kw in jobs.values()]

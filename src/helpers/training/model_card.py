@@ -12,6 +12,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from huggingface_hub import EvalResult, ModelCardData  # the Hub's own writer of the front matter
+
 from helpers.core.config import repo_root
 from helpers.core.digests import source_digest
 
@@ -72,8 +74,6 @@ def _front_matter(config: Any, name: str, metrics: list[tuple[str, str, float]],
     """The Hub model card's YAML header (``huggingface_hub.ModelCardData``): licence, language, library, datasets,
     tags, pipeline and a ``model-index`` with ``metrics`` as ``(metric type, metric name, value)`` on the run's
     held-out data."""
-    from huggingface_hub import EvalResult, ModelCardData  # the Hub's own writer of the header
-
     masked = "MaskedLM" in ((getattr(config, "architectures", None) or [""])[0])
     corpus, _ = run_corpus(name)
     datasets = ["roneneldan/TinyStories"] + (["babylm"] if masked or "baby" in corpus else [])

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from helpers.core.hardware import available_memory
+from helpers.models.registry import parameter_count
+
 
 class SizeError(ValueError):
     """A batch or model size the data or the machine cannot hold; the message names the setting and a bound."""
@@ -53,9 +56,6 @@ def check_sizes(name: str, batch_size: int, micro_batch: int | None, blocks: int
     """Both checks for one planned run: ``batch_size`` against its ``blocks`` (:func:`check_batch`) and the
     micro-batch (all of the batch without one) against the memory available now (:func:`check_memory`), for the model
     of registry ``entry`` that ``spec`` describes (hidden, layers, heads, context, vocab_size)."""
-    from helpers.core.hardware import available_memory  # imports torch, so not in the header
-    from helpers.models.registry import parameter_count
-
     check_batch(name, batch_size, blocks)
     model = {k: getattr(spec, k) for k in ("hidden", "layers", "heads", "context")}
     check_memory(name, micro_batch or batch_size, model, spec.vocab_size, parameter_count(entry, spec),
