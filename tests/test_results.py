@@ -91,7 +91,7 @@ def _tables(folder: Path) -> Path:
     pd.DataFrame({"corpus": ["tiny", "baby"], "units": [10, 20], "mean words/unit": [5.5, 6.5], "left out": ["-", 3],
                   "balanced": [True, False]}).to_csv(folder / "01_corpus_stats.csv", index=False)
     pd.DataFrame({"question": ["q1"], "task": ["BLiMP"], "A": ["a"], "B": ["b"], "seeds A": [2], "seeds B": [2],
-                  "items": [500], "effect": [1.5], "seed CI low": [-0.5], "seed CI high": [3.5], "item CI low": [0.5],
+                  "paired seeds": [2], "items": [500], "effect": [1.5], "seed CI low": [-0.5], "seed CI high": [3.5], "item CI low": [0.5],
                   "item CI high": [2.5], "McNemar p": [0.03], "unit": ["points"]}
                  ).to_csv(folder / "05_questions.csv", index=False)
     pd.DataFrame({"mix": ["baby-1M"], "paper mix": ["baby-10M"], "benchmark": ["BLiMP"], "seeds": [3],
@@ -125,7 +125,8 @@ def test_every_number_of_tiny_tables_is_a_row(tmp_path):
     assert q.loc["effect", ["value", "ci_low", "ci_high"]].tolist() == [1.5, -0.5, 3.5]
     assert q.loc["effect (interval over items)", ["value", "ci_low", "ci_high"]].tolist() == [1.5, 0.5, 2.5]
     assert q.loc["effect", "unit"] == "percentage points" and q.loc["McNemar p", "unit"] == "p-value"
-    assert set(q["model"]) == {"a vs b"} and set(q["n"]) == {500}
+    assert set(q["model"]) == {"a vs b"} and q.loc["effect", "n"] == 2  # the seed interval: over 2 paired seeds
+    assert q.loc["effect (interval over items)", "n"] == 500 and q.loc["items", "n"] == 500
     vs = rows[rows.table == "05_ours_vs_paper"].set_index("column")  # n: our mix's seeds, not the paper's runs
     assert vs.loc["ours (cpu)", ["value", "ci_low", "ci_high", "n"]].tolist() == [56.6, 55.3, 58.0, 3]
     assert vs.loc["paper", "value"] == 62.1 and math.isnan(vs.loc["paper", "n"])
@@ -183,3 +184,37 @@ def test_item_level_tables_are_named_and_left_out(tmp_path):
     assert set(R.tidy_results(tables)["table"]) == {"05_summary"}
     (tables / "05_summary.md").unlink()  # a folder without markdown copies: nothing is item-level
     assert R.item_tables(tables) == [] and set(R.tidy_results(tables)["table"]) == {"05_summary", "05b_items"}
+
+
+def test_questions_rows_have_unique_keys_their_own_n_and_units():
+    """05_questions in results: every (table, row, column) once; the seed interval's n counts seeds, the item
+    interval's n counts items; the arms' means are accuracies in percent, the differences percentage points; the
+    question in its own column (not packed into key)."""
+    import pandas as pd
+
+    q = pd.DataFrame([{"question": "D_gen: generated stories change BLiMP", "role": "question", "task": "BLiMP",
+                       "A": "gen", "B": "base", "seeds A": 5, "seeds B": 5, "paired seeds": 5, "items": 2010,
+                       "mean A": 57.3, "mean B": 56.3, "effect": 1.0, "seed CI low": -1.4, "seed CI high": 3.4,
+                       "seed p": 0.31, "effect after Holm": "no", "seed SD": 1.9, "MDE (80 % power)": 3.3,
+                       "item CI low": -0.02, "item CI high": 1.99, "item MDE (80 % power)": 1.4,
+                       "δ (equivalence margin)": 2.0, "TOST 90 % CI low": -0.8, "TOST 90 % CI high": 2.9,
+                       "TOST": "inconclusive", "effect (sum PLL)": -0.1, "seed CI low (sum PLL)": -2.0,
+                       "seed CI high (sum PLL)": 1.7, "item CI low (sum PLL)": -1.0, "item CI high (sum PLL)": 0.8,
+                       "unit": "points", "verdict": "not shown: effect +1.0 points, in [-1.4, +3.4] (95 % over 5 seeds)"}])
+    rows = R.tidy_table(q, "05_questions", "05_evaluation")
+    assert not rows.duplicated(["table", "row", "column"]).any()
+    by = rows.set_index("column")
+    assert by.at["effect", "n"] == 5 and (by.at["effect", "ci_low"], by.at["effect", "ci_high"]) == (-1.4, 3.4)
+    assert by.at["effect (interval over items)", "n"] == 2010 and by.at["effect (interval over items)", "ci_low"] == -0.02
+    assert by.at["effect (TOST 90 % interval)", "ci_high"] == 2.9 and by.at["effect (TOST 90 % interval)", "n"] == 5
+    assert by.at["effect (sum PLL)", "ci_low"] == -2.0 and by.at["effect (interval over items) (sum PLL)", "n"] == 2010
+    assert math.isnan(by.at["item MDE (80 % power)", "ci_low"])  # the item CI is not the item MDE's interval
+    assert by.at["mean A", "unit"] == "percent" and by.at["effect", "unit"] == "percentage points"
+    assert set(rows["question"]) == {"D_gen: generated stories change BLiMP"} and "question=" not in rows["key"].iloc[0]
+
+
+def test_every_result_key_is_unique_in_the_reference_tables():
+    """(table, row, column) identifies one number in results.csv, over every table of the committed reference run."""
+    rows = R.tidy_results(R.reports_dir("cpu") / "tables")
+    dup = rows[rows.duplicated(["table", "row", "column"], keep=False)]
+    assert dup.empty, dup[["table", "row", "column"]].drop_duplicates().head().to_string()

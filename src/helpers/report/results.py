@@ -7,7 +7,8 @@ per task). :func:`tidy_table` turns one table into rows of :data:`RESULT_COLUMNS
 
 * ``table`` (the CSV's stem), ``notebook`` (the notebook that wrote it), ``row`` and ``column`` (where the number
   is in that table);
-* ``model``, ``seed``, ``task`` and ``key`` (the row's other labels, ``"k=2; prompts=train"``) say what was measured;
+* ``model``, ``arm`` (the model without ``(seed N)``: one recipe), ``seed``, ``task``, ``question`` (a questions
+  table's question) and ``key`` (the row's other labels, ``"k=2; prompts=train"``) say what was measured;
 * ``metric``, ``value``, ``ci_low``, ``ci_high`` (the interval printed beside it, blank where none), ``unit``
   (``percent``, ``fraction``, ``nats``, ``words``, ``count``, ``score 1-10``, ...; ``unknown`` where neither the
   table nor the column name says) and ``n`` (the sample size the table gives, e.g. pairs or items).
@@ -39,8 +40,8 @@ from helpers.core.artifacts import write_json, write_text
 from helpers.core.config import repo_root, reports_dir, shown_path
 from helpers.evaluation.glue_tasks import TASKS as GLUE_TASKS
 
-RESULT_COLUMNS = ["table", "notebook", "row", "column", "model", "seed", "task", "key", "metric", "value", "ci_low",
-                  "ci_high", "unit", "n"]
+RESULT_COLUMNS = ["table", "notebook", "row", "column", "model", "arm", "seed", "task", "question", "key", "metric",
+                  "value", "ci_low", "ci_high", "unit", "n"]
 
 MODEL_COLUMNS = ("model", "run", "budget", "mix")  # the first one present (text) names the model
 DATA_TABLES = ("01_",)  # notebook 01 describes corpora: no model (its "budget" is a word budget)
@@ -74,6 +75,7 @@ class Spec:
     units: Mapping[str, str] = field(default_factory=dict)  # column -> unit, before the generic rule
     intervals: Mapping[str, tuple[str, str]] = field(default_factory=dict)  # value column -> (low, high) columns
     also: Mapping[str, tuple[str, str, str]] = field(default_factory=dict)  # metric -> (value, low, high): 2nd interval
+    ns: Mapping[str, str] = field(default_factory=dict)  # value column or ``also`` metric -> its own n column
 
 
 def _paper_model(r: Row) -> str:
@@ -107,6 +109,37 @@ _ITEMS = Spec(ids=("story_id", "sample", "pair"),
 _BY_MODEL = Spec(wide="model", metric="accuracy", unit="percent", n="pairs")
 _WORD_CLASSES = ("punctuation", "determiner", "pronoun", "name", "noun", "verb", "adjective", "other")
 _CLASS_SHARES = Spec(unit=lambda r, c: "fraction" if c in _WORD_CLASSES else None, ids=("layer", "head"))
+
+_SUM = " (sum PLL)"
+
+
+def _question_unit(r: Row, c: str) -> str | None:
+    """05/06_questions: counts, p-values, accuracies in percent (the arms' means) and differences in percentage
+    points (everything else on the ``points`` scale); another scale (η²) keeps its own unit."""
+    if c.startswith(("seeds", "paired", "items")):
+        return "count"
+    if c.endswith(" p"):
+        return "p-value"
+    if r.get("unit") != "points":
+        return str(r.get("unit") or "unknown")
+    return "percent" if c in ("mean A", "mean B") else "percentage points"
+
+
+#: the questions tables: the seed interval over paired seeds (n = paired seeds), the item interval over items (n =
+#: items), TOST's 90 % interval beside them, the summed-PLL sensitivity (encoders) as metrics of their own, every
+#: column once (no (table, row, column) twice)
+_QUESTIONS = Spec(model=lambda r: f"{r['A']} vs {r['B']}", n="paired seeds",
+                  intervals={"effect": ("seed CI low", "seed CI high"), f"effect{_SUM}": (f"seed CI low{_SUM}",
+                                                                                          f"seed CI high{_SUM}")},
+                  also={"effect (interval over items)": ("effect", "item CI low", "item CI high"),
+                        "effect (TOST 90 % interval)": ("effect", "TOST 90 % CI low", "TOST 90 % CI high"),
+                        f"effect (interval over items){_SUM}": (f"effect{_SUM}", f"item CI low{_SUM}",
+                                                                f"item CI high{_SUM}")},
+                  ns={"mean A": "seeds A", "mean B": "seeds B", "items": "items", "item MDE (80 % power)": "items",
+                      "effect (interval over items)": "items", f"effect (interval over items){_SUM}": "items",
+                      "seeds A": "seeds A", "seeds B": "seeds B"},
+                  n_not=("paired seeds", "seeds to detect 2 × |effect|", "δ (equivalence margin)"),
+                  unit=_question_unit)
 
 SPECS: dict[str, Spec] = {
     "05_table1_decoders": _PAPER_TABLE,
@@ -144,11 +177,8 @@ SPECS: dict[str, Spec] = {
                                       "chance (words of another prompt)": "fraction",
                                       "not scored (prompt without Words:)": "count"}),
     "04_mix_words_by_source": Spec(unit="words"),
-    "05_questions": Spec(model=lambda r: f"{r['A']} vs {r['B']}", n="items",
-                         intervals={"effect": ("seed CI low", "seed CI high")},
-                         also={"effect (interval over items)": ("effect", "item CI low", "item CI high")},
-                         unit=lambda r, c: "count" if c.startswith(("seeds", "paired")) else "p-value" if
-                         c.endswith(" p") else f"percentage {r['unit']}" if r.get("unit") == "points" else None),
+    "05_questions": _QUESTIONS,
+    "06_questions": _QUESTIONS,
     "05_arm_means": Spec(model="arm", n="seeds", intervals={"accuracy": ("seed CI low", "seed CI high")},
                          units={"pairs per model": "count", "accuracy": "percent", "seed SD": "percentage points",
                                 "lowest": "percent", "highest": "percent"}),
@@ -332,16 +362,20 @@ def tidy_table(df: pd.DataFrame, table: str, notebook: str = "", spec: Spec | No
     task_col = spec.task or next((c for c in TASK_COLUMNS if c in text), None)
     if spec.wide == "model" and task_col is None:
         task_col = text[0] if text else None
-    pairs = pair_intervals(df, numeric, set(ids) | {n_col, seed_col}, spec.intervals)
+    reserved = {c for _, *lo_hi in spec.also.values() for c in lo_hi}  # an ``also`` interval is no other column's
+    explicit = {c: lo_hi for c, lo_hi in spec.intervals.items() if {c, *lo_hi} <= set(numeric)}  # the columns it has
+    pairs = pair_intervals(df, [c for c in numeric if c not in reserved], set(ids) | {n_col, seed_col}, explicit)
     for c in strings:  # "X 95% CI" holds the interval of X
         base = re.sub(r"\s*95\s*% CI$", "", c).strip()
         if base in numeric:
             pairs[base] = (c, c)
     bounds = {c for lo_hi in pairs.values() for c in lo_hi} | {c for _, *lo_hi in spec.also.values() for c in lo_hi}
     values = [c for c in numeric if c not in bounds and c not in ids and c not in (n_col, seed_col)]
+    values += [c for c in spec.ns if c == n_col and c in numeric]  # the n column itself, as a count, where named
     entries = [(c, None, *pairs.get(c, (None, None))) for c in values] + \
-        [(c, metric, lo, hi) for metric, (c, lo, hi) in spec.also.items()]
-    labels = [c for c in text if c != model_col and c != task_col]
+        [(c, metric, lo, hi) for metric, (c, lo, hi) in spec.also.items() if {c, lo, hi} <= set(numeric)]
+    question_col = "question" if "question" in text else None
+    labels = [c for c in text if c not in (model_col, task_col, question_col)]
     units = {c: unit_of(c, df[c]) for c in values}
     records = df.to_dict("records")
     out = []
@@ -352,8 +386,10 @@ def tidy_table(df: pd.DataFrame, table: str, notebook: str = "", spec: Spec | No
         key = [f"{c}={' '.join(str(r[c]).split())}" for c in labels  # one line: line breaks become spaces
                if pd.notna(r[c]) and len(str(r[c])) <= KEY_TEXT_MAX and not (spec.wide == "model" and c == task_col)]
         key += [f"{c}={_fmt(_number(r[c]))}" for c in ids if _number(r[c]) is not None]
-        n = _number(r[n_col]) if n_col else None
+        row_n = _number(r[n_col]) if n_col else None
         for c, name, a, b in entries:
+            own = spec.ns.get(name or c)
+            n = _number(r[own]) if own in r else row_n
             v = _number(r[c])
             lo = hi = None
             if a is not None and a == b:
@@ -372,8 +408,9 @@ def tidy_table(df: pd.DataFrame, table: str, notebook: str = "", spec: Spec | No
             metric = name or (spec.metric(r, c) if callable(spec.metric) else (spec.metric or _strip_unit(c)))
             unit = spec.unit(r, c) if callable(spec.unit) else spec.unit
             unit = unit or spec.units.get(c) or units.get(c) or unit_of(c, df[c])
-            out.append({"table": table, "notebook": notebook, "row": i, "column": c, "model": m,
-                        "seed": _seed(m, r), "task": t, "key": "; ".join(k), "metric": metric,
+            out.append({"table": table, "notebook": notebook, "row": i, "column": name or c, "model": m,
+                        "arm": _SEED_IN_NAME.sub("", m).strip(), "seed": _seed(m, r), "task": t,
+                        "question": str(r[question_col]) if question_col else "", "key": "; ".join(k), "metric": metric,
                         "value": math.nan if v is None else v, "ci_low": math.nan if lo is None else lo,
                         "ci_high": math.nan if hi is None else hi, "unit": unit,
                         "n": math.nan if n is None or c in spec.n_not else n})
