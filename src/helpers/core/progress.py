@@ -5,13 +5,18 @@ JupyterLab (with ``ipywidgets``), a text bar elsewhere. Headless (``STORYBENCH_H
 before papermill executes a notebook) it is a plain ASCII text bar without cursor escapes that first shows after
 ``HEADLESS_INTERVAL`` seconds and then updates at most that often, so executed notebooks keep a few lines, not
 thousands of redraws.
+
+``LineProgress`` is the style for output that is not a terminal (a command's stdout sent to a log file or a pipe,
+where a bar's redraws pile up or never show): one plain line every ``every`` items, with the rate and the time left.
 """
 from __future__ import annotations
 
+import math
 import os
 import sys
+import time
 import warnings
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 HEADLESS_ENV = "STORYBENCH_HEADLESS"
 HEADLESS_INTERVAL = 60.0  # seconds between two redraws of a headless bar (and before its first one)
@@ -55,3 +60,44 @@ def silence_headless_warnings() -> None:
     """Under the runner, drop tqdm's "IProgress not found" warning (third-party libraries import ``tqdm.auto``)."""
     if headless():
         warnings.filterwarnings("ignore", message="IProgress not found")
+
+
+class LineProgress:
+    """A progress report as log lines, for output that is not a terminal: ``desc: 1,200/24,000 seq (5%), 40.0 seq/s,
+    ~9.5 min left`` through ``log`` each time the count passes a multiple of ``every`` (default: a twentieth of
+    ``total``, else 1,000), and a last line at :meth:`close`. Takes the calls the scoring loops make on a tqdm bar
+    (``update``, ``set_postfix``, ``close``), so it can be handed to them as their bar."""
+
+    def __init__(self, total: int | None = None, desc: str = "", unit: str = "it", every: int | None = None,
+                 log: Callable[[str], None] = print, clock: Callable[[], float] = time.monotonic):
+        self.total, self.desc, self.unit, self.log, self.clock = total, desc, unit, log, clock
+        self.every = max(1, int(every)) if every else (max(1, math.ceil(total / 20)) if total else 1000)
+        self.n, self.start, self.closed, self._logged = 0, clock(), False, 0
+
+    def _line(self) -> str:
+        elapsed = self.clock() - self.start
+        rate = self.n / elapsed if elapsed > 0 else float("nan")
+        head = f"{self.desc}: " if self.desc else ""
+        done = f"{self.n:,}/{self.total:,} {self.unit} ({100 * self.n / self.total:.0f}%)" if self.total else \
+            f"{self.n:,} {self.unit}"
+        line = f"{head}{done}, {rate:,.1f} {self.unit}/s"
+        if self.total and rate > 0 and self.n < self.total:
+            left = (self.total - self.n) / rate
+            line += f", ~{left / 60:.1f} min left" if left >= 60 else f", ~{left:.0f} s left"
+        return line
+
+    def update(self, n: int = 1) -> None:
+        """Count ``n`` more items; log a line when the count passes a multiple of ``every``."""
+        self.n += int(n)
+        if self.n // self.every > self._logged // self.every:
+            self._logged = self.n
+            self.log(self._line())
+
+    def set_postfix(self, *args: Any, **kwargs: Any) -> None:
+        """Ignored (a bar's extra text; lines carry the count and rate only)."""
+
+    def close(self) -> None:
+        """Log the last line (once), unless the last update already logged this count."""
+        if not self.closed and self._logged != self.n:
+            self.log(self._line() + f", done in {self.clock() - self.start:.0f} s")
+        self.closed = True
