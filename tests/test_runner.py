@@ -205,7 +205,7 @@ def test_a_variants_messages_and_hints_name_the_variant(repo, tmp_path, monkeypa
     runner._run("smoke", [(nb02[0], {})], False, rerun=rerun)
     assert any(f"-> reports/variants/{vid}/smoke/results.csv" in x for x in lines), lines
     # the profile itself: messages as they were
-    assert runner._variant_text(hint, "smoke", "") == hint
+    assert runner.variant_text(hint, "smoke", "") == hint
 
 
 def test_a_params_folder_is_a_user_profile(repo):

@@ -22,8 +22,8 @@ from typing import Any
 
 from helpers.core.artifacts import append_jsonl, remove_unwritten, write_text
 from helpers.core.locking import ProfileBusy, ProfileLock
-from helpers.core.overrides import (apply_overrides, parse_overrides, set_arguments, variant_id,  # noqa: F401 (variant_id: tests)
-                                    variant_roots)
+from helpers.core.overrides import (apply_overrides, parse_overrides, set_arguments, shown_variant_path,  # noqa: F401
+                                    variant_id, variant_roots, variant_text)  # (variant_id: tests)
 from helpers.core.config import (ParamsError, check_params, check_profile, params_file, profiles, read_yaml, repo_root,
                                  reports_dir, run_dir, shown_path)
 from helpers.core.secrets import mask_secrets, redact, secret_values
@@ -174,27 +174,11 @@ def run(profile: str = "cpu", only: str | None = None, start: str | None = None,
     try:
         lock = ProfileLock(profile).__enter__()
     except ProfileBusy as e:
-        raise RunnerError(_variant_text(str(e), profile, rerun)) from None
+        raise RunnerError(variant_text(str(e), profile, rerun)) from None
     try:
         return _run(profile, todo, log_output, **({"rerun": rerun} if rerun else {}))  # the profile's run: as before
     finally:
         lock.__exit__(None, None, None)
-
-
-def _variant_text(text: str, profile: str, rerun: str) -> str:
-    """A message from inside a variant's run made to name the variant (``rerun``: its ``--set`` arguments, ``""`` for
-    the profile itself, which leaves ``text`` as it is). Inside the kernel a path shows relative to the variant's
-    roots, so ``runs/<profile>/…`` and ``reports/<profile>/…`` there are the variant's folders: written out as
-    ``runs/variants/<id>/<profile>/…``; and every ``./run_all.sh --profile P --only/--from NN`` hint gets the
-    ``--set`` arguments, so following it reruns the variant, not the profile."""
-    if not rerun:
-        return text
-    for env, name in (("STORYBENCH_RUNS", "runs"), ("STORYBENCH_REPORTS", "reports")):
-        root = _short(Path(os.environ[env])) if os.environ.get(env) else name
-        if root != name:  # runs/variants/<id>
-            text = re.sub(rf"(?<![\w/.-]){name}/{re.escape(profile)}(?=/|\b)", f"{root}/{profile}", text)
-    return re.sub(rf"(\./run_all\.sh --profile {re.escape(profile)} --(?:only|from) [\w,]+)(?![\w,]| --set)",
-                  lambda m: m.group(1) + rerun, text)
 
 
 KERNEL_NAME = "storybench"  # registered by ./run_all.sh's set-up (ipykernel install --sys-prefix)
@@ -378,7 +362,7 @@ def machine_note(profile: str) -> str | None:
 
 def _run(profile: str, todo: list[tuple[Path, dict]], log_output: bool, rerun: str = "") -> list[dict]:
     """Execute ``todo`` in order; ``rerun``: a variant's ``--set`` arguments, carried into every hint
-    (:func:`_variant_text`)."""
+    (:func:`helpers.core.overrides.variant_text`)."""
     import papermill as pm
     from nbclient.exceptions import DeadKernelError
     from papermill.exceptions import PapermillExecutionError
@@ -403,7 +387,7 @@ def _run(profile: str, todo: list[tuple[Path, dict]], log_output: bool, rerun: s
                 **kernel_transport(),
             )
         except PapermillExecutionError as e:
-            raise RunnerError(_variant_text(redact(mask_secrets(
+            raise RunnerError(variant_text(redact(mask_secrets(
                 f"notebook {nb.name} failed in cell {e.cell_index} (execution count {e.exec_count}): {e.ename}: {e.evalue}; "
                 f"the partial executed copy is kept at {_short(out)}", secrets)), profile, rerun)
             ) from None
@@ -461,19 +445,8 @@ def record_timing(profile: str, timing: dict) -> None:
 
 
 def _short(p: Path) -> str:
-    """``p`` as reports show it (:func:`helpers.core.config.shown_path`: relative to the repository or to
-    ``$STORYBENCH_REPORTS``/``$STORYBENCH_RUNS``), except inside a variant's folders: there ``shown_path`` would show
-    ``reports/<profile>/…`` (relative to the variant's root, the profile's own folder's name), so they are shown as
-    ``reports/variants/<id>/<profile>/…`` and ``runs/variants/<id>/…``."""
-    p = Path(p)
-    if p.is_absolute():
-        q = p.resolve()
-        for env, name in (("STORYBENCH_RUNS", "runs"), ("STORYBENCH_REPORTS", "reports")):
-            root = Path(os.environ[env]).resolve() if os.environ.get(env) else None
-            if root is not None and root.parent.name == "variants" and q.is_relative_to(root):
-                rel = q.relative_to(root).as_posix()
-                return f"{name}/variants/{root.name}" + ("" if rel == "." else f"/{rel}")
-    return shown_path(p)
+    """``p`` as reports show it, a variant's folders as themselves (:func:`helpers.core.overrides.shown_variant_path`)."""
+    return shown_variant_path(p)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,6 +1,7 @@
 """Variants of a profile without editing its params: ``--set NN.key=value`` overrides (:func:`parse_overrides`,
 :func:`apply_overrides`) and the folders a variant runs into (:func:`variant_roots`: ``runs/variants/<id>/`` and
-``reports/variants/<id>/``, never the profile's own), named by :func:`variant_id`."""
+``reports/variants/<id>/``, never the profile's own), named by :func:`variant_id`; how a variant names itself in
+messages and hints (:func:`set_arguments`, :func:`shown_variant_path`, :func:`variant_text`)."""
 from __future__ import annotations
 
 import json
@@ -10,7 +11,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from helpers.core.config import ParamsError, parse_value, repo_root
+from helpers.core.config import ParamsError, parse_value, repo_root, shown_path
 from helpers.core.digests import text_digest
 
 
@@ -77,3 +78,36 @@ def set_arguments(overrides: dict[str, dict[str, Any]] | None) -> str:
             text = value if isinstance(value, str) and value.strip() and parse_value(value) == value else json.dumps(value)
             args.append(f"--set {shlex.quote(f'{nb}.{key}={text}')}")
     return "".join(" " + a for a in args)
+
+
+def shown_variant_path(p: str | os.PathLike) -> str:
+    """``p`` as reports show it (:func:`helpers.core.config.shown_path`: relative to the repository or to
+    ``$STORYBENCH_REPORTS``/``$STORYBENCH_RUNS``), except inside a variant's folders (:func:`variant_roots`, the roots
+    while it runs): there ``shown_path`` would show ``reports/<profile>/…`` (relative to the variant's root, the
+    profile's own folder's name), so they are shown as ``reports/variants/<id>/<profile>/…`` and
+    ``runs/variants/<id>/…``."""
+    p = Path(p)
+    if p.is_absolute():
+        q = p.resolve()
+        for env, name in (("STORYBENCH_RUNS", "runs"), ("STORYBENCH_REPORTS", "reports")):
+            root = Path(os.environ[env]).resolve() if os.environ.get(env) else None
+            if root is not None and root.parent.name == "variants" and q.is_relative_to(root):
+                rel = q.relative_to(root).as_posix()
+                return f"{name}/variants/{root.name}" + ("" if rel == "." else f"/{rel}")
+    return shown_path(p)
+
+
+def variant_text(text: str, profile: str, rerun: str) -> str:
+    """A message from inside a variant's run (its roots set) made to name the variant (``rerun``: its ``--set``
+    arguments, ``""`` for the profile itself, which leaves ``text`` as it is). Inside the kernel a path shows relative
+    to the variant's roots, so ``runs/<profile>/…`` and ``reports/<profile>/…`` there are the variant's folders:
+    written out as ``runs/variants/<id>/<profile>/…``; and every ``./run_all.sh --profile P --only/--from NN`` hint gets the
+    ``--set`` arguments, so following it reruns the variant, not the profile."""
+    if not rerun:
+        return text
+    for env, name in (("STORYBENCH_RUNS", "runs"), ("STORYBENCH_REPORTS", "reports")):
+        root = shown_variant_path(Path(os.environ[env])) if os.environ.get(env) else name
+        if root != name:  # runs/variants/<id>
+            text = re.sub(rf"(?<![\w/.-]){name}/{re.escape(profile)}(?=/|\b)", f"{root}/{profile}", text)
+    return re.sub(rf"(\./run_all\.sh --profile {re.escape(profile)} --(?:only|from) [\w,]+)(?![\w,]| --set)",
+                  lambda m: m.group(1) + rerun, text)
