@@ -619,3 +619,31 @@ def test_loss_curves_tell_seeds_apart_keep_budget_colours_and_fit_one_column():
             assert abs(fig.get_figwidth() - TV.COLUMN_WIDTH) < 1e-9
             assert print_problem(fig, width=TV.COLUMN_WIDTH, min_pt=7.0) is None, print_problem(fig, TV.COLUMN_WIDTH, 7.0)
         plt.close(fig)
+
+
+def test_questions_figure_names_the_task_once_and_fits_one_column():
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from helpers.report import evaluation_views as EV
+    from helpers.report.figure_layout import print_problem
+
+    rows = [{"question": q, "task": "BLiMP", "A": "a", "B": "b", "effect": 1.0, "seed CI low": -1.4, "seed CI high": 3.4,
+             "MDE (80 % power)": 3.3, "item CI low": 0.0, "item CI high": 2.0, "δ (equivalence margin)": 2.0,
+             "unit": "points", "effect after Holm": "no",
+             "verdict": "not shown: effect +1.0 points, in [-1.4, +3.4] (95 % over 5 seeds); inconclusive at ±2.0 points"}
+            for q in ("TinyStories vs BabyLM at the same words (encoders, BLiMP)", "D_gen: generated stories change BLiMP",
+                      "Repetition fine-tuning changes the score (decoders)")]
+    assert EV.question_label(rows[0]["question"], "BLiMP") == rows[0]["question"]
+    assert EV.question_label(rows[2]["question"], "BLiMP").endswith("(decoders) (BLiMP)")
+    for one_column in (False, True):
+        fig = EV.plot_questions(pd.DataFrame(rows), "The study's questions", one_column=one_column)
+        texts = [t.get_text() for t in fig.axes[0].get_yticklabels()] + [t.get_text() for t in fig.axes[0].texts]
+        joined = " ".join(" ".join(t.split()) for t in texts)
+        assert "(BLiMP) (BLiMP)" not in joined and "BLiMP) (BLiMP" not in joined
+        dashed = [ln for ln in fig.axes[0].lines if ln.get_linestyle() == "--"]
+        assert len(dashed) == 2 * len(rows)  # ±δ on every row
+        if one_column:
+            assert abs(fig.get_figwidth() - EV.COLUMN_WIDTH) < 1e-9
+            assert print_problem(fig, width=EV.COLUMN_WIDTH, min_pt=7.0) is None, print_problem(fig, EV.COLUMN_WIDTH, 7.0)
+        plt.close(fig)

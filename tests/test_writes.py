@@ -37,6 +37,12 @@ ALLOWED = {
     # copies of notebook 05's cached step outputs and their stamps: a stamp records its output's size and SHA-256,
     # so a copy cut by a kill fails the check (core.artifacts.step_problem) and the task is scored again
     ("evaluation.export", "export", "shutil.copy2"): "a stamped cache, verified on read",
+    # packed blocks streamed into the .npy file: its one caller (data.blocks.cached_blocks) passes atomic_path's
+    # temporary path, renamed into place only once the header holds the final shape
+    ("data.blocks", "pack_blocks_to_file", "open(w)"): "writes the path it is given: atomic_path's temporary file",
+    # a tokenizer saved into a model folder under construction: its callers (training.loop._save_pretrained,
+    # training.unlikelihood) pass atomic_path's temporary folder
+    ("data.tokenizers", "save_for_model", ".save_pretrained"): "into atomic_path's temporary model folder",
 }
 
 

@@ -43,18 +43,36 @@ def plot_word_familiarity(table: pd.DataFrame, corpus: str = "its training stori
     return fig
 
 
-def plot_questions(questions: pd.DataFrame, title: str = ""):
+COLUMN_WIDTH = 3.3  # inches: a paper's column (the one-column variant of a figure)
+
+
+def question_label(question: str, task: str) -> str:
+    """A question's label with its task once: ``"D_gen: generated stories change BLiMP"`` stays as it is (the task
+    is in it), another gets `` (task)``."""
+    return question if str(task) in str(question) else f"{question} ({task})"
+
+
+def plot_questions(questions: pd.DataFrame, title: str = "", one_column: bool = False):
     """The questions table as a forest plot: per question, the effect (A − B) with its seed-level 95 % interval
-    (thick; absent where an arm has one seed) and its item-level interval (thin, grey), the band ±MDE (80 % power)
-    shaded where it exists, and 0 as the no-difference line. Each row is labelled with the question and its verdict
-    in short (:func:`short_verdict`; the arms and the whole verdict are in the table)."""
+    (thick; absent where an arm has one seed) and its item-level interval (thin, grey), the band ±MDE (80 % power:
+    what the design could detect, not a bound on the effect) shaded where it exists, the equivalence margin ±δ
+    (dashed ticks) where the question has one, and 0 as the no-difference line. Each row is labelled with the
+    question (its task once) and its verdict in short (:func:`short_verdict`; the arms and the whole verdict are in
+    the table). ``one_column``: :data:`COLUMN_WIDTH` wide, each label above its row instead of beside it."""
     q = questions.reset_index(drop=True)
     n = len(q)
-    fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 1.0 + 0.75 * max(n, 1)), layout="constrained")
+    width = COLUMN_WIDTH if one_column else FIGURE_WIDTH
+    step = 1.15 if one_column else 0.75
+    fig, ax = plt.subplots(figsize=(width, 1.3 + step * max(n, 1)), layout="constrained")
+    delta_col = next((c for c in q.columns if c.startswith("δ")), None)
     for y, r in q.iterrows():
         y = n - 1 - y
         if np.isfinite(r.get("MDE (80 % power)", np.nan)):
             ax.fill_betweenx([y - 0.3, y + 0.3], -r["MDE (80 % power)"], r["MDE (80 % power)"], color="#dddddd", lw=0)
+        if delta_col and np.isfinite(pd.to_numeric(r.get(delta_col), errors="coerce")):
+            d = float(r[delta_col])
+            ax.plot([-d, -d], [y - 0.3, y + 0.3], color="#555555", lw=1, ls="--")
+            ax.plot([d, d], [y - 0.3, y + 0.3], color="#555555", lw=1, ls="--")
         if np.isfinite(r.get("item CI low", np.nan)):
             ax.plot([r["item CI low"], r["item CI high"]], [y - 0.12] * 2, color="#888888", lw=1.2)
         if np.isfinite(r.get("seed CI low", np.nan)):
@@ -62,14 +80,24 @@ def plot_questions(questions: pd.DataFrame, title: str = ""):
         if np.isfinite(r.get("effect", np.nan)):
             ax.plot(r["effect"], y, "o", color="#1f77b4")
     ax.axvline(0, color="k", lw=1, ls=":")
-    labels = [wrap(f"{r.question} ({r.task}): {short_verdict(r.verdict, getattr(r, 'effect_after_Holm', ''))}", 2.5, 7.5)
-              for r in q.rename(columns={"effect after Holm": "effect_after_Holm"}).itertuples()]
-    ax.set_yticks(range(n), labels[::-1], fontsize=7.5)
+    texts = [f"{question_label(r.question, r.task)}: {short_verdict(r.verdict, getattr(r, 'effect_after_Holm', ''))}"
+             for r in q.rename(columns={"effect after Holm": "effect_after_Holm"}).itertuples()]
+    size = 7.3 if one_column else 7.5  # 7 pt once the saved 3.4 in (tight bbox) prints 3.3 in wide
+    if one_column:  # each label above its row, across the panel: no room for a label column beside it
+        ax.set_yticks([])
+        ax.set_ylim(-0.6, n - 0.1)
+        for y, t in enumerate(texts):
+            ax.annotate(wrap(t, width - 0.4, size), (0, n - 1 - y + 0.32), xycoords=("axes fraction", "data"),
+                        fontsize=size, va="bottom", ha="left")
+        ax.set_ylim(-0.6, n + 0.2)
+    else:
+        ax.set_yticks(range(n), [wrap(t, 2.5, size) for t in texts][::-1], fontsize=size)
     unit = q["unit"].iloc[0] if n and "unit" in q else "points"
-    ax.set_xlabel(wrap(f"difference A − B ({unit}); thick: over seeds (95 %), thin grey: over items, shaded: ±MDE",
-                       FIGURE_WIDTH - 3.2, font_pt(key="axes.labelsize")))
+    axis = width - (0.6 if one_column else 3.2)
+    ax.set_xlabel(wrap(f"difference A − B ({unit}); thick: over seeds (95 %), thin grey: over items, shaded: ±MDE, "
+                       "dashed: ±δ", axis, font_pt(key="axes.labelsize")))
     if title:
-        ax.set_title(wrap(title, FIGURE_WIDTH - 3.2, font_pt(key="axes.titlesize")))
+        ax.set_title(wrap(title, axis, font_pt(key="axes.titlesize")))
     return fig
 
 
@@ -79,7 +107,7 @@ def plot_seed_budget(budget: pd.DataFrame, title: str = ""):
     projected from all its seeds (dashed), against seeds per arm."""
     part = budget.dropna(subset=["MDE projected from all seeds"])
     names = list(dict.fromkeys(zip(part["question"], part["task"])))
-    label = {(q, t): q if t in q else f"{q} ({t})" for q, t in names}  # the task once
+    label = {(q, t): question_label(q, t) for q, t in names}  # the task once
     entries = list(label.values())
     ncol = 1
     fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 3.6 + legend_inches(entries, ncol)), layout="constrained")
