@@ -241,6 +241,14 @@ def test_a_comparison_without_seed_spread_is_not_called_precise():
     v = C.verdict(row)
     assert v.startswith("not measurable over seeds: the same scores in every seed") and "±0.0" not in v
     assert "the same difference (+1.5 points)" in C.verdict(dict(row, effect=1.5, **{"seed CI low": 1.5, "seed CI high": 1.5}))
+    # through compare_arms: identical arms are not "equivalent within ±δ" either (an interval of no width proves nothing)
+    import pandas as pd
+
+    rows = pd.DataFrame([{"model": f"{arm} (seed {s})", "arm": arm, "seed": s, "task": "BLiMP", "item": f"i{i}",
+                          "value": float((i * 7 + s) % 3 == 0)} for arm in ("t", "t (plain)") for s in (1, 2)
+                         for i in range(40)])
+    out = C.compare_arms(rows, "t", "t (plain)", "BLiMP", delta=2.0)
+    assert out["seed SD"] == 0 and out["TOST"].startswith("not tested") and "equivalent" not in out["TOST"]
 
 
 def _noisy_rows(arm, seed_shift, n_items=2000, seed=0):

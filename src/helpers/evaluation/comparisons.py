@@ -256,8 +256,9 @@ def compare_arms(rows: pd.DataFrame, arm_a: str, arm_b: str, task: str, *, scale
                 "item CI low": float(item_lo), "item CI high": float(item_hi), "item MDE (80 % power)": item_mde,
                 "McNemar p": float(mc_p), "design": design, "TOST 90 % CI low": float(tost[0]),
                 "TOST 90 % CI high": float(tost[1]), "seeds to detect 2 × |effect|": float(need)})
-    out["TOST"] = (equivalence_claim(tost[0], tost[1], delta, unit, alpha=alpha) if np.isfinite(lo) and np.isfinite(hi)
-                   else "")
+    out["TOST"] = ("" if not (np.isfinite(lo) and np.isfinite(hi)) else
+                   "not tested: no spread over seeds, so the interval has no width" if sd == 0 else  # same models?
+                   equivalence_claim(tost[0], tost[1], delta, unit, alpha=alpha))
     out["verdict"] = verdict(out)
     return out
 
