@@ -190,7 +190,8 @@ def test_a_variants_messages_and_hints_name_the_variant(repo, tmp_path, monkeypa
         runner._run("smoke", [(nb02[0], {})], False, rerun=rerun)
     msg = str(e.value)
     assert f"no tokenizer at runs/variants/{vid}/smoke/tokenizers/tiny-10k" in msg
-    assert "(./run_all.sh --profile smoke --only 01 --set 02.train.lr=0.001)" in msg
+    # the hint runs notebook 01 and the variant's 02: '--only 01 --set 02.…' alone would be refused (not part of this run)
+    assert "(./run_all.sh --profile smoke --only 01,02 --set 02.train.lr=0.001)" in msg
     assert f"kept at reports/variants/{vid}/smoke/notebooks/02_decoder_training.ipynb" in msg
     monkeypatch.setattr(pm, "execute_notebook", lambda nb, out, **kw: (_ for _ in ()).throw(KeyboardInterrupt()))
     with pytest.raises(runner.RunInterrupted) as e:
@@ -267,3 +268,24 @@ def test_an_interrupt_names_the_cell_it_stopped_in_or_says_none_had_started(tmp_
     assert runner._running_cell(out) == "cell 1 ('zero = score()')"
     out.write_text("{not json")
     assert "unreadable executed copy" in runner._running_cell(out)
+
+
+def test_log_output_shows_what_the_cells_print(repo, tmp_path, monkeypatch, capsys):
+    import logging
+
+    import papermill as pm
+
+    from helpers.report import reporting
+
+    monkeypatch.setenv("STORYBENCH_RUNS", str(tmp_path / "runs"))
+    monkeypatch.setenv("STORYBENCH_REPORTS", str(tmp_path / "reports"))
+    monkeypatch.setattr(runner, "tidy_report", lambda *a, **k: None)
+    monkeypatch.setattr(runner, "kernel_name", lambda: None)
+    monkeypatch.setattr(reporting, "write_requirements_lock", lambda profile: None)
+    # papermill hands a cell's stdout to its logger at INFO when log_output is set
+    monkeypatch.setattr(pm, "execute_notebook", lambda nb, out, **kw: logging.getLogger("papermill").info(
+        "[redo] tiny-10k: damaged; training it again\n"))
+    nb01 = [p for p in runner.notebooks() if p.name.startswith("01_")]
+    runner._run("smoke", [(nb01[0], {})], True)
+    assert "[redo] tiny-10k: damaged; training it again" in capsys.readouterr().out
+

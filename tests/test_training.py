@@ -627,3 +627,14 @@ def test_cached_blocks_tokenise_once_and_map_the_same_ids(tmp_path):
     assert torch.equal(cached_blocks(path, "fp1", make, log=logs.append), fresh)  # the file is never written through
     cached_blocks(path, "fp2", make, log=logs.append)  # other inputs: packed again
     assert len(made) == 3
+
+
+def test_an_unknown_budget_is_said_as_such_before_any_tokenizer_is_looked_for(tmp_path):
+    from helpers.data.ledger import Ledger
+    from helpers.training import recipes
+
+    (tmp_path / "data").mkdir()
+    Ledger(tmp_path / "data" / "ledger.json").save()
+    with pytest.raises(ValueError, match=r"budget tiny-9Z is not in the budget ledger of notebook 01 \(.*ledger\.json\); "
+                                         r"its tiny budgets: none \(notebook 01's tiny_budgets param makes others\)"):
+        recipes.plan_decoders(tmp_path, ["tiny-9Z"], {}, {})

@@ -22,6 +22,7 @@ from typing import Any
 
 from helpers.core.artifacts import append_jsonl, remove_unwritten, write_text
 from helpers.core.locking import ProfileBusy, ProfileLock
+from helpers.core.progress import show_cell_output
 from helpers.core.overrides import (apply_overrides, parse_overrides, set_arguments, shown_variant_path,  # noqa: F401
                                     variant_id, variant_roots, variant_text)  # (variant_id: tests)
 from helpers.core.config import (ParamsError, check_params, check_profile, params_file, profiles, read_yaml, repo_root,
@@ -369,6 +370,8 @@ def _run(profile: str, todo: list[tuple[Path, dict]], log_output: bool, rerun: s
 
     out_dir = reports_dir(profile) / "notebooks"
     timings = []
+    if log_output:  # every cell's output on the terminal, as it comes
+        show_cell_output()
     env_root = os.environ.setdefault("STORYBENCH_ROOT", str(repo_root()))
     headless_environment()
     kernel = kernel_name()

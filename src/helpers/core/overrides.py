@@ -110,4 +110,14 @@ def variant_text(text: str, profile: str, rerun: str) -> str:
         if root != name:  # runs/variants/<id>
             text = re.sub(rf"(?<![\w/.-]){name}/{re.escape(profile)}(?=/|\b)", f"{root}/{profile}", text)
     return re.sub(rf"(\./run_all\.sh --profile {re.escape(profile)} --(?:only|from) [\w,]+)(?![\w,]| --set)",
-                  lambda m: m.group(1) + rerun, text)
+                  lambda m: with_set_notebooks(m.group(1), rerun) + rerun, text)
+
+
+def with_set_notebooks(hint: str, rerun: str) -> str:
+    """``hint``'s ``--only`` list with the notebooks the variant's ``--set`` arguments (``rerun``) set: a run without
+    them refuses those arguments ('not part of this run'), so ``--only 01`` of a ``--set 02.…`` variant becomes
+    ``--only 01,02`` (notebook 01 writes what 02 reads, then 02 runs as the variant asks)."""
+    m = re.fullmatch(r"(.* --only )([\w,]+)", hint)
+    listed = m.group(2).split(",") if m else []
+    missing = [nb for nb in dict.fromkeys(re.findall(r"--set '?(\w+)\.", rerun)) if nb not in listed]
+    return m.group(1) + ",".join(sorted(listed + missing)) if m and missing else hint

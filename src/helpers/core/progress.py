@@ -11,6 +11,7 @@ where a bar's redraws pile up or never show): one plain line every ``every`` ite
 """
 from __future__ import annotations
 
+import logging
 import math
 import os
 import sys
@@ -101,3 +102,16 @@ class LineProgress:
         if not self.closed and self._logged != self.n:
             self.log(self._line() + f", done in {self.clock() - self.start:.0f} s")
         self.closed = True
+
+
+def show_cell_output() -> None:
+    """The runner's ``--log-output``: papermill logs every cell's output to its logger (``papermill``: stdout at
+    INFO, stderr at WARNING), which had no handler, so the INFO records (what the cells print) went nowhere. One
+    handler writing them to stdout, replaced on each call (it keeps the stdout of its call)."""
+    log = logging.getLogger("papermill")
+    for h in [h for h in log.handlers if getattr(h, "storybench", False)]:
+        log.removeHandler(h)
+    handler = logging.StreamHandler(sys.stdout)
+    handler.storybench = True
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)

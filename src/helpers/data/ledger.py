@@ -136,6 +136,16 @@ class Ledger:
             self.save()
         return entry
 
+    def require(self, names, kind: str = "tiny") -> None:
+        """Refuse the ``names`` that are not in the ledger, all in one line that names the ledger's corpora of
+        ``kind`` (a mistyped budget in a notebook's params, said before anything looks for its files)."""
+        unknown = [n for n in dict.fromkeys(names) if n not in self.entries]
+        if unknown:
+            known = ", ".join(n for n, e in self.entries.items() if e.kind == kind) or "none"
+            raise ValueError(f"budget{'s' * (len(unknown) > 1)} {', '.join(unknown)} {'are' if len(unknown) > 1 else 'is'} "
+                             f"not in the budget ledger of notebook 01 ({shown_path(self.path) if self.path else 'in memory'}); "
+                             f"its {kind} budgets: {known} (notebook 01's {kind}_budgets param makes others)")
+
     def __getitem__(self, name: str) -> CorpusEntry:
         try:
             return self.entries[name]

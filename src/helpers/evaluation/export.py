@@ -56,7 +56,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Literal, Sequence
 
-from helpers.core.artifacts import write_json
+from helpers.core.artifacts import read_json, write_json
 from helpers.core.config import shown_path
 from helpers.core.digests import sha256_file
 from helpers.core.integrity import read_sidecar
@@ -76,7 +76,7 @@ def saved_kind(folder: str | Path) -> Literal["causal", "mlm"]:
     path = Path(folder) / "config.json"
     if not path.is_file():
         raise FileNotFoundError(f"no saved model at {shown_path(folder)} (expected {shown_path(path)})")
-    model_type = str(json.loads(path.read_text()).get("model_type", "")).lower()
+    model_type = str(read_json(path).get("model_type", "")).lower()  # a garbled file names itself
     return "mlm" if model_type in MASKED_LM_TYPES else "causal"
 
 

@@ -265,6 +265,7 @@ def plan_decoders(
     if not (data / "ledger.json").is_file():
         raise FileNotFoundError(f"no budget ledger in {data}: run notebook 01 for this profile first")
     ledger = Ledger(data / "ledger.json")
+    ledger.require(budgets)  # an unknown budget said as such, before its tokenizer is looked for (notebook 01 made the rest)
     heldout = [r["text"] for r in read_corpus(data / "tiny-heldout.jsonl")]
     runs = {}
     encoded: dict[str, tuple] = {}  # budget -> (tokenizer, train blocks, valid blocks): a budget's seeds share them
