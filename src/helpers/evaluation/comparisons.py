@@ -258,7 +258,7 @@ def compare_arms(rows: pd.DataFrame, arm_a: str, arm_b: str, task: str, *, scale
                 "TOST 90 % CI high": float(tost[1]), "seeds to detect 2 × |effect|": float(need)})
     out["TOST"] = ("" if not (np.isfinite(lo) and np.isfinite(hi)) else
                    "not tested: no spread over seeds, so the interval has no width" if sd == 0 else  # same models?
-                   equivalence_claim(tost[0], tost[1], delta, unit, alpha=alpha))
+                   equivalence_claim(tost[0], tost[1], delta, unit, digits=1 if unit == "points" else 3, alpha=alpha))
     out["verdict"] = verdict(out)
     return out
 
@@ -378,32 +378,33 @@ def verdict(row: Mapping[str, Any]) -> str:
     paying for seeds); never "no effect larger than" (the MDE describes the design, not the result). "untestable
     here" with fewer than two seeds in an arm (the item interval is then named, and said not to be enough)."""
     unit = row.get("unit", "points")
+    d = 1 if unit == "points" else 3  # decimals: accuracy points, or a share such as η²
     lo, hi, mde = row.get("seed CI low"), row.get("seed CI high"), row.get("MDE (80 % power)")
     if lo is None or hi is None or not (np.isfinite(lo) and np.isfinite(hi)):
         items = ""
         if np.isfinite(row.get("item CI low", np.nan)):
-            items = (f"; the item interval [{row['item CI low']:+.1f}, {row['item CI high']:+.1f}] measures which items "
+            items = (f"; the item interval [{row['item CI low']:+.{d}f}, {row['item CI high']:+.{d}f}] measures which items "
                      "were drawn, not seed noise")
         return (f"untestable here: {row.get('seeds A', 0)} vs {row.get('seeds B', 0)} seeds per arm, a seed-level "
                 f"interval needs at least two in each{items}")
     if row.get("seed SD") == 0:  # every seed gave the same difference: no spread to build an interval from
-        same = "the same scores in every seed" if row.get("effect") == 0 else f"the same difference ({row['effect']:+.1f} {unit}) in every seed"
+        same = "the same scores in every seed" if row.get("effect") == 0 else f"the same difference ({row['effect']:+.{d}f} {unit}) in every seed"
         return (f"not measurable over seeds: {same} ({row.get('design', '')}), so the seed-level interval has no width; "
                 "are the arms the same models?")
     ilo, ihi = row.get("item CI low", np.nan), row.get("item CI high", np.nan)
     side = "higher" if lo > 0 else "lower"
     if (lo > 0 or hi < 0) and np.isfinite(ilo) and np.isfinite(ihi) and not (ilo > 0 if lo > 0 else ihi < 0):
-        return (f"not shown beyond these items: {row['A']} {side} than {row['B']} by {abs(row['effect']):.1f} {unit} "
+        return (f"not shown beyond these items: {row['A']} {side} than {row['B']} by {abs(row['effect']):.{d}f} {unit} "
                 f"over seeds on the {int(row.get('items', 0)):,} items scored, but the item interval "
-                f"[{ilo:+.1f}, {ihi:+.1f}] includes 0 (another draw of items could change the sign)")
+                f"[{ilo:+.{d}f}, {ihi:+.{d}f}] includes 0 (another draw of items could change the sign)")
     if lo > 0 or hi < 0:
-        return f"effect: {row['A']} {side} than {row['B']} by {abs(row['effect']):.1f} {unit}"
+        return f"effect: {row['A']} {side} than {row['B']} by {abs(row['effect']):.{d}f} {unit}"
     paired = int(row.get("paired seeds", 0) or 0)
     if paired >= 2:
         n, over = paired, "seeds"
     else:
         n, over = int(min(row.get("seeds A", 0), row.get("seeds B", 0))), "seeds per arm, unpaired"
-    words = interval_null(float(row["effect"]), float(lo), float(hi), n, over=over, unit=unit)
+    words = interval_null(float(row["effect"]), float(lo), float(hi), n, over=over, unit=unit, digits=d)
     if row.get("TOST"):
         words += f"; {row['TOST']}"
     need = row.get("seeds to detect 2 × |effect|", np.nan)
@@ -411,7 +412,7 @@ def verdict(row: Mapping[str, Any]) -> str:
         words += (f"; seeds will not detect an effect this small (an MDE of 2 × |effect| needs "
                   f"{'more than 10,000' if np.isinf(need) else f'{need:,.0f}'} seeds per arm)"
                   if need > SEED_BUDGET_LIMIT else
-                  f"; {need:.0f} seeds per arm would bring the MDE within 2 × |effect| (now {mde:.1f} {unit})")
+                  f"; {need:.0f} seeds per arm would bring the MDE within 2 × |effect| (now {mde:.{d}f} {unit})")
     return words
 
 
