@@ -352,3 +352,16 @@ def test_a_limit_per_task_reads_as_words():
     limit_text = paper_tables.limit_text
     assert limit_text(30) == "30" and limit_text(None) == "all"
     assert limit_text({"blimp": 30, "supplement": 200, "ewok": None}) == "BLiMP 30, Supp. 200, EWoK all"
+
+
+def test_the_glue_panel_says_when_nothing_was_fine_tuned():
+    import pandas as pd
+
+    from helpers.evaluation.finetune_setup import FinetuneConfig
+    from helpers.report import paper_tables as PT
+
+    comp = pd.DataFrame({"mix": ["m", "m"], "paper mix": ["p", "p"], "benchmark": ["BLiMP", "GLUE"],
+                         "ours (cpu)": [56.0, float("nan")], "paper": [62.0, 70.0]})
+    assert PT.ours_ran(comp, "BLiMP") and not PT.ours_ran(comp, "GLUE")
+    title = PT.glue_panel_title(FinetuneConfig(), PT.ours_ran(comp, "GLUE"))
+    assert "not fine-tuned in this profile" in title and "scaled" not in title

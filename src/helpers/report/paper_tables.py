@@ -362,10 +362,20 @@ def glue_table(runs: pd.DataFrame, tasks: Sequence[str], paper: pd.DataFrame,
     return table.rename_axis("model")
 
 
-def glue_panel_title(cfg) -> str:
+def ours_ran(comparison, benchmark: str) -> bool:
+    """Whether a :func:`helpers.evaluation.zero_shot.compare_with_paper` table holds any score of ours (its first
+    ``ours …`` column) on ``benchmark``: False for GLUE in a profile that fine-tunes nothing."""
+    ours = next(c for c in comparison.columns if str(c).startswith("ours"))
+    return bool(comparison.loc[comparison["benchmark"] == benchmark, ours].notna().any())
+
+
+def glue_panel_title(cfg, ran: bool = True) -> str:
     """``GLUE (our fine-tuning scaled: 256 training examples, 2 epochs)``: how the runs of ``cfg`` (a
     :class:`helpers.evaluation.finetune_setup.FinetuneConfig`) differ from the paper's (all examples, 10 epochs);
-    ``GLUE`` when they do not."""
+    ``GLUE`` when they do not; with ``ran`` False (the profile fine-tunes nothing) the panel holds the paper's rows
+    only, and says so instead of describing a protocol that did not run."""
+    if not ran:
+        return "GLUE (the paper's rows only:\nnot fine-tuned in this profile)"
     parts = []
     if cfg.max_train_examples is not None:
         parts.append(f"{cfg.max_train_examples} training examples")
