@@ -1,4 +1,4 @@
-"""Reliability probes (#53): each fault, the command a user runs into it, and the one line that command prints.
+"""Reliability probes: each fault, the command a user runs into it, and the one line that command prints.
 
     .venv/bin/python benchmarks/reliability_probes.py                        # a new scratch folder, smoke run ~6 min
     .venv/bin/python benchmarks/reliability_probes.py --scratch /tmp/sbp     # reuse (or create) a scratch folder
@@ -509,9 +509,9 @@ def write_table(rows: list[tuple[Probe, dict]], out: Path, scratch: Path) -> Non
              f"the working tree") if dirty else rev
     passed = sum(r["ok"] for _, r in rows)
     lines = [
-        "# Reliability probes (#53)",
+        "# Reliability probes",
         "",
-        "Each fault of issue #53, the command a user runs into it, and the one line that command prints, as "
+        "Each reliability fault (the hostile-user review of the pipeline), the command a user runs into it, and the one line that command prints, as "
         "measured by `benchmarks/reliability_probes.py` (rerun it to refresh this file). Every command ran in a "
         "scratch folder (`$SCRATCH`: `STORYBENCH_RUNS` and `STORYBENCH_REPORTS` pointing there) after a smoke run of "
         "notebooks 01 and 02; the checkout's `runs/` and `reports/` were not touched. \"as expected\" compares the "

@@ -315,7 +315,12 @@ def test_benchmark_scripts_import():
     try:
         for p in scripts:
             spec = importlib.util.spec_from_file_location(f"bench_{p.stem}", p)
-            spec.loader.exec_module(importlib.util.module_from_spec(spec))
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[spec.name] = module  # as an import does (a dataclass looks its module up there)
+            try:
+                spec.loader.exec_module(module)
+            finally:
+                sys.modules.pop(spec.name, None)
     finally:
         sys.path.remove(str(folder))
 
