@@ -461,7 +461,7 @@ def test_story_evaluation_sentences():
 
 
 def test_themed_best_only_beyond_a_paired_interval_over_prompts():
-    """#52: a "best" model on a themed suite whose interval overlaps every other is "tied"; a leader ahead on the
+    """A "best" model on a themed suite whose interval overlaps every other is "tied"; a leader ahead on the
     same prompts by a paired interval that excludes 0 is the highest."""
     from helpers.report import eval_findings
 
@@ -481,7 +481,7 @@ def test_themed_best_only_beyond_a_paired_interval_over_prompts():
 
 
 def test_encoders_above_chance_only_where_both_pll_reductions_agree():
-    """#52: baby-1M above chance under the mean PLL but not the sum is not counted above chance, and the sentence
+    """baby-1M above chance under the mean PLL but not the sum is not counted above chance, and the sentence
     names the reduction it hangs on; decoders keep their one interval."""
     from helpers.report import eval_findings
 

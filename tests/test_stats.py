@@ -383,7 +383,7 @@ def test_minimum_detectable_effect_has_exactly_the_stated_power(n):
 
 
 def test_the_exact_mde_of_the_issue_and_the_normal_limit():
-    # #52: exact 80 % MDEs of the reference run's rows (seed SD 1.026 with 2 seeds, 1.319 with 3, 1.937 with 5)
+    # exact 80 % MDEs of the reference run's rows (seed SD 1.026 with 2 seeds, 1.319 with 3, 1.937 with 5)
     assert stats.minimum_detectable_effect(1.0258, 2) == pytest.approx(11.85, abs=0.01)
     assert stats.minimum_detectable_effect(1.3191, 3) == pytest.approx(4.31, abs=0.01)
     assert stats.minimum_detectable_effect(1.9373, 5) == pytest.approx(3.26, abs=0.01)
