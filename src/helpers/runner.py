@@ -387,7 +387,8 @@ def _run(profile: str, todo: list[tuple[Path, dict]], log_output: bool, rerun: s
             pm.execute_notebook(
                 str(nb), str(out), parameters=params, kernel_name=kernel, cwd=str(Path(env_root) / "notebooks"),
                 progress_bar=False, log_output=log_output, request_save_on_cell_execute=True,
-                **kernel_transport(),
+                # the kernel's own log (a Ctrl-C as it starts printed a ZMQError traceback): the runner says what failed
+                extra_arguments=["--IPKernelApp.log_level=CRITICAL"], **kernel_transport(),
             )
         except PapermillExecutionError as e:
             raise RunnerError(variant_text(redact(mask_secrets(
