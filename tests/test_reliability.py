@@ -399,3 +399,24 @@ def test_data_errors_name_files_relative_to_the_repository(tmp_path, monkeypatch
     monkeypatch.setenv("STORYBENCH_RUNS", str(tmp_path / "r"))
     msg = str(DataError(f"{tmp_path / 'r' / 'cpu' / 'data' / 'tiny-1M.jsonl'} is empty"))
     assert msg == "runs/cpu/data/tiny-1M.jsonl is empty" and str(tmp_path) not in msg
+
+
+def test_a_read_only_reports_folder_is_one_clear_line(tmp_path, monkeypatch):
+    """reports/ on a read-only file system (or not writable): the lock says which folder and what to do, not a raw
+    '[Errno 30]' on its temporary file."""
+    import errno
+    import pathlib
+
+    from helpers.core.locking import ProfileLock
+
+    monkeypatch.setenv("STORYBENCH_REPORTS", str(tmp_path / "reports"))
+
+    def read_only(self, *a, **k):
+        raise OSError(errno.EROFS, "Read-only file system", str(self))
+
+    monkeypatch.setattr(pathlib.Path, "write_text", read_only)
+    with pytest.raises(OSError) as e:
+        ProfileLock("smoke").__enter__()
+    msg = str(e.value)
+    assert msg.startswith("cannot write reports/smoke/ (Read-only file system)") and "STORYBENCH_REPORTS" in msg
+    assert "Errno" not in msg and ".tmp" not in msg

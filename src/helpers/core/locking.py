@@ -2,6 +2,7 @@
 entry point that writes into a profile's run folder takes too (e.g. ``python -m helpers.training.recipes``)."""
 from __future__ import annotations
 
+import errno
 import json
 import os
 import time
@@ -23,7 +24,21 @@ class ProfileLock:
         self.held = False
 
     def __enter__(self) -> "ProfileLock":
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            return self._take()
+        except PermissionError as e:  # EACCES/EPERM: a folder the user may not write
+            raise PermissionError(self._unwritable(e)) from None
+        except OSError as e:
+            if e.errno == errno.EROFS:  # a read-only file system (a mounted checkout)
+                raise OSError(self._unwritable(e)) from None
+            raise
+
+    def _unwritable(self, e: OSError) -> str:
+        return (f"cannot write {shown_path(self.path.parent)}/ ({os.strerror(e.errno) if e.errno else e}): the run "
+                f"writes its reports there; make it writable, or point STORYBENCH_REPORTS to a writable folder")
+
+    def _take(self) -> "ProfileLock":
         for _ in range(5):
             if self._create():
                 self.held = True
