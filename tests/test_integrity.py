@@ -189,9 +189,9 @@ def test_the_manifest_writer_masks_credentials_typed_anywhere(tmp_path, monkeypa
 
 # ----------------------------------------------------------------------------- params: nested keys, duplicate keys
 @pytest.mark.parametrize("nb, old, new, message", [
-    ("02", "lr: 2.0e-3,", "lrr: 2.0e-3,", r"params/smoke/02_decoder_training.yaml: train.lrr is not a parameter of train "
+    ("02", "lr: 2.0e-3,", "lrr: 2.0e-3,", r"params/smoke/02_decoder_training.yaml: line \d+: train.lrr is not a parameter of train "
                                           r"\(allowed: batch_size, betas, .*lr, micro_batch"),
-    ("02", "model: {hidden: 32,", "model: {hiden: 32,", r"02_decoder_training.yaml: model.hiden is not a parameter of model"),
+    ("02", "model: {hidden: 32,", "model: {hiden: 32,", r"02_decoder_training.yaml: line \d+: model.hiden is not a parameter of model"),
     ("02", "repetition_finetune: {steps: 2,", "repetition_finetune: {stepz: 2,",
      r"repetition_finetune.stepz is not a parameter of repetition_finetune \(allowed: alpha, "),
 ])
@@ -206,6 +206,14 @@ def test_a_typo_inside_a_mapping_is_refused_before_anything_runs(repo, monkeypat
     with pytest.raises(config.ParamsError, match=message.split(": ", 1)[-1]):
         config.load_params("smoke", nb)
     assert ran == [] and not (repo.parent / "runs").exists()
+
+
+def test_a_nested_typo_names_its_line():
+    text = "budgets: [tiny-10k]\n# train: {lrr: 1}\ntrain: {steps: 2,\n        lrr: 2.0e-3}\nmodel:\n  hiden: 32\n"
+    assert config.key_line(text, "lrr") == 4 and config.key_line(text, "hiden") == 6  # not the comment's
+    assert config.key_line(text, "steps") == 3 and config.key_line(text, "nothing") is None
+    errors = config.check_nested_keys({"train": {"steps": 2, "lrr": 2e-3}}, "02", "p.yaml", text=text)
+    assert errors and errors[0].startswith("p.yaml: line 4: train.lrr is not a parameter of train")
 
 
 def test_every_profiles_nested_params_pass_the_check():

@@ -141,7 +141,8 @@ def plan(profile: str, nbs: list[Path], overrides: dict[str, dict[str, Any]] | N
         if mine:  # a problem may come from the command line, not the file: name both
             source += " with --set " + ", ".join(f"{nb_id(nb).split('_')[0]}.{k}" for k in mine)
         try:
-            check_params(params, declared_defaults(declared), source=source, notebook=nb_id(nb))
+            check_params(params, declared_defaults(declared), source=source, notebook=nb_id(nb),
+                         text=None if mine else pf.read_text(encoding="utf-8"))  # lines of the file's own keys
         except ParamsError as e:
             errors += str(e).splitlines()
         unknown = sorted(set(params) - set(declared))

@@ -332,9 +332,16 @@ def allowed_nested_keys(notebook: str, key: str) -> list[str] | None:
     return sorted(names - set(left_out))
 
 
-def check_nested_keys(params: dict, notebook: str, source: str = "") -> list[str]:
+def key_line(text: str, key: str) -> int | None:
+    """The first line (1-based) of a YAML ``text`` where ``key`` is written as a mapping key (block or flow style:
+    ``lrr: 1`` or ``{lrr: 1, ...}``), or None."""
+    pattern = re.compile(rf"(?:^|[{{,\s]){re.escape(str(key))}\s*:")
+    return next((n for n, line in enumerate(text.splitlines(), 1) if pattern.search(line.split("#", 1)[0])), None)
+
+
+def check_nested_keys(params: dict, notebook: str, source: str = "", text: str | None = None) -> list[str]:
     """One problem per unknown key inside a checked mapping of ``params`` (or inside each mapping of a list),
-    naming the file, the key and the keys allowed there."""
+    naming the file, the key and the keys allowed there; with the file's ``text``, the line the key is on."""
     errors = []
     for key, value in params.items():
         allowed = allowed_nested_keys(notebook, str(key)) if isinstance(value, (dict, list)) else None
@@ -344,20 +351,22 @@ def check_nested_keys(params: dict, notebook: str, source: str = "") -> list[str
                          [(f"{key}[{i}]", m) for i, m in enumerate(value) if isinstance(m, dict)]):
             for k in m:
                 if k not in allowed:
-                    errors.append(f"{source + ': ' if source else ''}{label}.{k} is not a parameter of {key} "
-                                  f"(allowed: {', '.join(allowed)})")
+                    line = key_line(text, k) if text is not None else None
+                    errors.append(f"{source + ': ' if source else ''}{f'line {line}: ' if line else ''}{label}.{k} is "
+                                  f"not a parameter of {key} (allowed: {', '.join(allowed)})")
     return errors
 
 
-def check_params(params: dict, defaults: dict | None = None, source: str = "", notebook: str | None = None) -> None:
+def check_params(params: dict, defaults: dict | None = None, source: str = "", notebook: str | None = None,
+                 text: str | None = None) -> None:
     """Raise :class:`ParamsError` listing every value of ``params`` of the wrong type or out of range, one per line
     (``defaults``: the notebook's declared parameter defaults), and, given ``notebook``, every unknown key inside
-    its checked mappings (:data:`NESTED_SCHEMAS`)."""
+    its checked mappings (:data:`NESTED_SCHEMAS`; with the file's ``text``, each with its line)."""
     errors = []
     for k, v in params.items():
         errors += check_value(str(k), v, (defaults or {}).get(k))
     if notebook is not None:
-        errors += check_nested_keys(params, notebook)
+        errors += check_nested_keys(params, notebook, text=text)
     if errors:
         raise ParamsError("\n".join(f"{source}: {e}" if source else e for e in errors))
 
@@ -367,7 +376,7 @@ def load_params(profile: str, notebook: str) -> dict[str, Any]:
     params = read_yaml(pf) or {}
     if not isinstance(params, dict):
         raise ParamsError(f"{_rel(pf)} must hold a mapping of parameter names to values")
-    check_params(params, source=str(_rel(pf)), notebook=pf.name)
+    check_params(params, source=str(_rel(pf)), notebook=pf.name, text=pf.read_text(encoding="utf-8"))
     return params
 
 
