@@ -320,3 +320,11 @@ def test_a_seed_replicate_reads_its_budgets_stories_and_draws_its_own_prompts():
     assert U._budget(twin, "b (seed 7)") == "b" and U._budget(base, "b") == "b"
     assert U._seeded(cfg, base, "b") is cfg  # the budget's own run keeps the profile's prompts
     assert U._seeded(cfg, twin, "b (seed 7)").seed == 10 and cfg.seed == 3
+
+
+def test_too_few_prompts_say_which_setting_to_change(tiny, decoder_tokenizer):
+    spec, model = tiny
+    cfg = U.UnlikelihoodConfig(steps=1, batch_size=4)
+    with pytest.raises(ValueError, match=r"tiny-1M: repetition fine-tuning found 3 training prompts for a batch of 4: "
+                                         r"only stories of 20-300 words .*at most 3"):
+        U.finetune(model, decoder_tokenizer, [[1, 2]] * 3, None, [[1]], None, cfg, name="tiny-1M", progress=False)

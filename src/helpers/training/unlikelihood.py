@@ -209,7 +209,11 @@ def finetune(model, tokenizer, train_prompts: Sequence[Sequence[int]], train_dat
     """Run the phase on ``model`` (changed in place to the chosen checkpoint) and return its probe history.
     ``train_prompts``/``probe_prompts`` are token ids without the leading ``<|endoftext|>``."""
     if len(train_prompts) < cfg.batch_size:
-        raise ValueError(f"{len(train_prompts)} training prompts for a batch of {cfg.batch_size}")
+        raise ValueError(
+            f"{name}: repetition fine-tuning found {len(train_prompts)} training prompts for a batch of "
+            f"{cfg.batch_size}: only stories of {cfg.min_words}-{cfg.max_words} words become prompts "
+            f"(repetition_finetune.min_words / max_words); widen that range for this corpus, or lower "
+            f"repetition_finetune.batch_size to at most {len(train_prompts)}")
     t0 = time.time()
     dev = compute_device(device)
     model.to(dev)
