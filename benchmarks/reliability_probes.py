@@ -58,7 +58,33 @@ class Probe:
 
 
 # ----------------------------------------------------------------------------- small library-level snippets
-DRIP = r"""
+# a local judge that answers every request with HANDLER(conn), and one chat request to it with a deadline of
+# TIMEOUT s; prints "<outcome> after <s> s: ..." (the probes pick that line)
+_SERVE_AND_ASK = r"""
+def serve():
+    for _ in range(600):  # bounded: at most ~2 min of accepting
+        if stop.is_set(): return
+        try: conn, _ = srv.accept()
+        except OSError: continue
+        threading.Thread(target=HANDLER, args=(conn,), daemon=True).start()
+threading.Thread(target=serve, daemon=True).start()
+cfg = JudgeConfig(base_url=f"http://127.0.0.1:{srv.getsockname()[1]}/v1", model="m", api_key_env="NO_SUCH_KEY_ENV",
+                  timeout=TIMEOUT)
+t0 = time.monotonic()
+try:
+    JudgeClient(cfg).chat([{"role": "user", "content": "grade this"}]); print("a reply, after", time.monotonic() - t0)
+except Exception as e:
+    print(f"{type(e).__name__} after {time.monotonic() - t0:.1f} s: {e}"); stop.set(); sys.exit(1)
+"""
+
+
+def _judge_script(server: str, handler: str, timeout: float) -> str:
+    """A ``python -c`` script: ``server`` (sets up ``srv``, ``stop`` and the ``handler`` function), then
+    :data:`_SERVE_AND_ASK` with that handler and deadline."""
+    return server + _SERVE_AND_ASK.replace("HANDLER", handler).replace("TIMEOUT", repr(timeout))
+
+
+DRIP = _judge_script(r"""
 import socket, sys, threading, time
 from helpers.judge.client import JudgeClient, JudgeConfig
 body = b'{"choices": [{"message": {"content": "Grammar: 8/10"}}]}'
@@ -72,26 +98,15 @@ def drip(conn):  # one byte every 0.5 s (the whole reply would take ~50 s)
                 if stop.is_set(): return
                 conn.sendall(reply[i:i + 1]); time.sleep(0.5)
         except OSError: pass
-def serve():
-    for _ in range(600):  # bounded: at most ~2 min of accepting
-        if stop.is_set(): return
-        try: conn, _ = srv.accept()
-        except OSError: continue
-        threading.Thread(target=drip, args=(conn,), daemon=True).start()
-threading.Thread(target=serve, daemon=True).start()
-cfg = JudgeConfig(base_url=f"http://127.0.0.1:{srv.getsockname()[1]}/v1", model="m", api_key_env="NO_SUCH_KEY_ENV",
-                  timeout=2)
-t0 = time.monotonic()
-try:
-    JudgeClient(cfg).chat([{"role": "user", "content": "grade this"}]); print("a reply, after", time.monotonic() - t0)
-except Exception as e:
-    print(f"{type(e).__name__} after {time.monotonic() - t0:.1f} s: {e}"); stop.set(); sys.exit(1)
-"""
+""", "drip", 2)
 
-FLOOD = r"""
+
+def flood_script(announce: bool) -> str:
+    """A judge that sends 50 MB (with or without Content-Length) to one request with a 30 s deadline."""
+    return _judge_script(r"""
 import socket, sys, threading, time
 from helpers.judge.client import JudgeClient, JudgeConfig
-ANNOUNCE = {announce}
+ANNOUNCE = """ + repr(announce) + r"""
 size = 50_000_000
 head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
 head += (b"Content-Length: %d\r\n" % size if ANNOUNCE else b"Connection: close\r\n") + b"\r\n"
@@ -104,21 +119,7 @@ def flood(conn):  # 50 MB of JSON-ish bytes, 64 KiB at a time, until sent or the
                 if stop.is_set(): return
                 conn.sendall(chunk)
         except OSError: pass
-def serve():
-    for _ in range(600):
-        if stop.is_set(): return
-        try: conn, _ = srv.accept()
-        except OSError: continue
-        threading.Thread(target=flood, args=(conn,), daemon=True).start()
-threading.Thread(target=serve, daemon=True).start()
-cfg = JudgeConfig(base_url=f"http://127.0.0.1:{{srv.getsockname()[1]}}/v1", model="m", api_key_env="NO_SUCH_KEY_ENV",
-                  timeout=30)
-t0 = time.monotonic()
-try:
-    JudgeClient(cfg).chat([{{"role": "user", "content": "grade this"}}]); print("a reply, after", time.monotonic() - t0)
-except Exception as e:
-    print(f"{{type(e).__name__}} after {{time.monotonic() - t0:.1f}} s: {{e}}"); stop.set(); sys.exit(1)
-"""
+""", "flood", 30)
 
 ESCAPE = r"""
 import pandas as pd
@@ -382,12 +383,12 @@ def probes(s: Scratch) -> list[Probe]:
               max_seconds=30, timeout=180),
         Probe("4a", "a 50 MB judge reply (Content-Length announced)",
               "python -c '<server sending 50 MB on 127.0.0.1>; JudgeClient(JudgeConfig(...)).chat(...)'",
-              [PY, "-c", FLOOD.format(announce=True)], pick=r"^\w+ after \d",
+              [PY, "-c", flood_script(True)], pick=r"^\w+ after \d",
               expect=r"^JudgeError after \d+\.\d s: judge reply refused: 50,000,000 bytes announced, over the cap of "
                      r"1,000,000 bytes", max_seconds=30, timeout=180),
         Probe("4b", "a 50 MB judge reply (no Content-Length)",
               "python -c '<server streaming 50 MB on 127.0.0.1, no length>; JudgeClient(...).chat(...)'",
-              [PY, "-c", FLOOD.format(announce=False)], pick=r"^\w+ after \d",
+              [PY, "-c", flood_script(False)], pick=r"^\w+ after \d",
               expect=r"^JudgeError after \d+\.\d s: judge reply refused: more than 1,000,000 bytes sent, over the cap",
               max_seconds=30, timeout=180),
         Probe("5", "an absurd batch: --set 02.train.batch_size=1000000000",
