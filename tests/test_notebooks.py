@@ -1,4 +1,6 @@
 """Run every notebook on the smoke profile with papermill, in order, in a scratch run/report folder."""
+from pathlib import Path
+
 import pytest
 
 from helpers import runner
@@ -28,6 +30,8 @@ def test_notebook_smoke(name, scratch, monkeypatch):
     assert key in manifest and manifest[key]["inputs_sha256"], "the notebook must record its inputs"
     last = json.loads((out / "timings_history.jsonl").read_text().splitlines()[-1])
     assert last["notebook"] == name and last["seconds"] > 0 and last["revision"]
+    if Path("/proc/self/stat").exists():  # the kernel's memory, sampled while it ran (a kernel holds > 50 MiB)
+        assert last["peak_rss_mib"] >= last["largest_process_mib"] > 50, last
     if name.startswith("01_"):  # every derived file a later notebook reads is checked through the ledger
         ledger = json.loads((scratch / "runs" / "smoke" / "data" / "ledger.json").read_text())
         assert {"tiny-heldout.jsonl", "tiny-valid.jsonl"} <= set(ledger["checksums"]), sorted(ledger["checksums"])

@@ -22,6 +22,7 @@ from typing import Any
 
 from helpers.core.artifacts import append_jsonl, remove_unwritten, write_text
 from helpers.core.locking import ProfileBusy, ProfileLock
+from helpers.core.process_memory import TreePeak
 from helpers.core.progress import show_cell_output
 from helpers.core.overrides import (apply_overrides, parse_overrides, set_arguments, shown_variant_path,  # noqa: F401
                                     variant_id, variant_roots, variant_text)  # (variant_id: tests)
@@ -185,8 +186,6 @@ def run(profile: str = "cpu", only: str | None = None, start: str | None = None,
 
 KERNEL_NAME = "storybench"  # registered by ./run_all.sh's set-up (ipykernel install --sys-prefix)
 KERNEL_DISPLAY_NAMES = {KERNEL_NAME: "Python (storybench)"}  # as run_all.sh registers it
-
-
 FALLBACK_KERNEL = "python3"  # ipykernel's own kernel of the running Python
 
 
@@ -382,7 +381,7 @@ def _run(profile: str, todo: list[tuple[Path, dict]], log_output: bool, rerun: s
     for nb, params in todo:
         out = out_dir / nb.name
         secrets = secret_values(params)
-        t0 = time.time()
+        t0, mem = time.time(), TreePeak().__enter__()  # the kernel's and its workers' memory, sampled as it runs
         print(f"\n=== {nb.name} ({profile}) -> {_short(out)}", flush=True)
         try:
             pm.execute_notebook(
@@ -409,12 +408,14 @@ def _run(profile: str, todo: list[tuple[Path, dict]], log_output: bool, rerun: s
                 f"the partial executed copy is kept at {_short(out)}"
             ) from None
         finally:  # finished, failed or interrupted: the executed copy holds no absolute path and no secret
+            mem.__exit__(None, None, None)
             tidy_report(out, kernel, secrets)
         dt = time.time() - t0
         stale = remove_unwritten([out_dir.parent / "tables", out_dir.parent / "figures"], f"{nb_id(nb)}_", t0)
         if stale:  # an earlier version's outputs this notebook no longer writes: results.csv must not read them
             print(f"removed {len(stale)} output(s) {nb.name} no longer writes: {', '.join(f.name for f in stale)}", flush=True)
-        timings.append({"notebook": nb.name, "seconds": round(dt, 1)})
+        timings.append({"notebook": nb.name, "seconds": round(dt, 1), "peak_rss_mib": mem.peak_mib,
+                        "largest_process_mib": mem.largest_mib})
         record_timing(profile, timings[-1])  # at once: a later failure or interruption does not lose it
         print(f"=== {nb.name} done in {dt / 60:.1f} min", flush=True)
     from helpers.report.reporting import write_requirements_lock  # lazily, as below: reporting imports torch (~2 s)

@@ -1,0 +1,48 @@
+"""The runner's per-notebook memory: the peak over a process tree, read from a fake /proc and from real children."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers.core import process_memory as M
+
+
+def _fake_proc(tmp_path: Path, procs: dict[int, tuple[int, int]]) -> Path:
+    """A /proc with ``{pid: (ppid, rss pages)}``; the command names hold spaces and parentheses, as real ones may."""
+    for pid, (ppid, pages) in procs.items():
+        d = tmp_path / str(pid)
+        d.mkdir()
+        rest = ["S", str(ppid)] + ["0"] * 19 + [str(pages)] + ["0"] * 10
+        (d / "stat").write_text(f"{pid} (a (weird) name) " + " ".join(rest) + "\n")
+    (tmp_path / "self").mkdir()  # not a pid: skipped
+    return tmp_path
+
+
+def test_descendants_sum_over_the_whole_tree_but_not_the_root_or_strangers(tmp_path):
+    proc = _fake_proc(tmp_path, {1: (0, 100), 10: (1, 5), 11: (10, 7), 12: (11, 11), 13: (10, 2), 99: (1, 1000)})
+    table = M.process_table(proc)
+    assert table[12] == (11, 11 * M.PAGE)
+    total, largest = M.descendants_rss(10, table)
+    assert (total, largest) == ((7 + 11 + 2) * M.PAGE, 11 * M.PAGE)
+    assert M.descendants_rss(12, table) == (0, 0)  # a leaf has no descendants
+
+
+def test_tree_peak_sees_a_child_that_allocates_and_exits():
+    child = "import time; b = bytearray(200 * 2**20); b[::4096] = b'x' * len(b[::4096]); time.sleep(1.5)"
+    with M.TreePeak(interval=0.05) as mem:
+        subprocess.run([sys.executable, "-c", child], check=True)
+    if not mem.available:
+        pytest.skip("no /proc here")
+    assert mem.peak_mib >= 200 and mem.largest_mib >= 200
+    with M.TreePeak(interval=0.05) as idle:
+        pass
+    assert idle.peak_mib < 200  # nothing of the first window carried over
+
+
+def test_no_proc_gives_none(tmp_path):
+    with M.TreePeak(proc=tmp_path / "none") as mem:
+        pass
+    assert mem.peak_mib is None and mem.largest_mib is None
