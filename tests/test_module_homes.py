@@ -177,6 +177,7 @@ LAZY = {
     ("runner", "traitlets"): "as papermill",
     ("runner", "helpers"): "the runner's command-line checks must not pay for torch (reporting, hardware)",
     ("core.config", "torch"): "config is read by the runner and data steps that never load torch",
+    ("core.config", "helpers"): "core.overrides imports config (a variant's overrides applied to another notebook's params)",
     ("core.digests", "torch"): "the runner, the data steps and the set-up's model-file check hash files without torch",
     ("core.integrity", "torch"): "config imports it; only a folder holding weights is loaded to check they are finite",
     ("core.integrity", "safetensors"): "as torch",

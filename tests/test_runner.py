@@ -120,11 +120,16 @@ def test_a_set_run_writes_a_variant_and_never_the_profiles_own_folders(repo, tmp
 
     def fake_run(profile, todo, log_output, rerun=""):
         seen.update(runs=os.environ["STORYBENCH_RUNS"], reports=os.environ["STORYBENCH_REPORTS"],
-                    params={nb.name: p for nb, p in todo}, rerun=rerun)
+                    params={nb.name: p for nb, p in todo}, rerun=rerun,
+                    # another notebook reading 02's params inside the variant (05b's instruct recipe) sees the override
+                    p02=config.load_params(profile, "02"), p01=config.load_params(profile, "01"))
         return [{"notebook": nb.name, "seconds": 1.0} for nb, _ in todo]
 
     monkeypatch.setattr(runner, "_run", fake_run)
     assert runner.main(["--set", "02.train.lr=1e-3", "--profile", "smoke", "--only", "01,02"]) == 0
+    assert seen["p02"]["train"]["lr"] == 0.001 and seen["p02"]["train"]["steps"] == config.load_params("smoke", "02")["train"]["steps"]
+    p01 = config.load_params("smoke", "01")
+    assert seen["p01"] == p01, {k: (v, p01.get(k)) for k, v in seen["p01"].items() if v != p01.get(k)}
     vid = runner.variant_id("smoke", {"02": {"train.lr": 0.001}})
     assert seen["runs"] == str(tmp_path / "runs" / "variants" / vid)
     assert seen["reports"] == str(tmp_path / "reports" / "variants" / vid)

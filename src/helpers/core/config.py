@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import json
 import os
 import re
 from pathlib import Path
@@ -377,7 +378,22 @@ def load_params(profile: str, notebook: str) -> dict[str, Any]:
     if not isinstance(params, dict):
         raise ParamsError(f"{_rel(pf)} must hold a mapping of parameter names to values")
     check_params(params, source=str(_rel(pf)), notebook=pf.name, text=pf.read_text(encoding="utf-8"))
-    return params
+    return variant_params(profile, notebook, params)
+
+
+def variant_params(profile: str, notebook: str, params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` of ``notebook`` as a ``--set`` variant's run sees them: inside a variant (the runner points
+    ``$STORYBENCH_REPORTS`` at its folder and writes ``overrides.json`` there) its overrides of that notebook applied,
+    so a notebook reading another's params (05b reads 02's recipe) trains what the variant asked for."""
+    from helpers.core.overrides import apply_overrides  # overrides imports this module
+
+    f = Path(os.environ.get("STORYBENCH_REPORTS", repo_root() / "reports")) / profile / "overrides.json"
+    if not f.is_file():
+        return params
+    data = json.loads(f.read_text(encoding="utf-8"))
+    nb = notebook.split("_")[0]
+    sets = data.get("set", {}).get(nb) if data.get("profile") == profile else None
+    return apply_overrides(params, sets, nb) if sets else params
 
 
 def set_threads(n: int | None = None) -> int:
