@@ -5,9 +5,13 @@
 
 1. Builds files of the paper profile's shape under ``--dir`` (kept with ``--keep``; reused when already there): a
    TinyStories-V2-like train file (``<|endoftext|>`` between stories, ~``--words`` words) and valid file, and
-   BabyLM-like ``train_10M`` and ``dev`` files (one utterance per line). The stories are the bundled ones with their
-   sentences rotated and made-up names put in, so no two stories are the same and the vocabulary keeps growing
-   (names), as in the real corpus.
+   BabyLM-like ``train_10M`` and ``dev`` files, each of the six sources in its own line format (``A:\t`` turns in
+   switchboard, ``*CHI:\t`` tiers in childes, wrapped paragraphs and chapter lines in gutenberg, ``= = = Title = = =``
+   headings in simple_wiki, short ``- `` lines in open_subtitles, bare utterances in bnc_spoken), so the whitespace
+   count includes speaker tags as the real files' does. The stories are the bundled ones with their sentences
+   rotated, made-up names put in and one content word per story replaced by a made-up word drawn log-uniformly from
+   a pool of a million, so no two stories are the same and the vocabulary keeps growing sub-linearly, as in the
+   real corpus.
 2. Runs the code cells of ``notebooks/01_data_budgets.ipynb`` in this process, in order (as papermill would, with the
    paper profile's parameters scaled to the corpus: budgets ``--words``/440M times the paper's, the largest being
    "all of it"), runs and reports in a scratch folder (``$STORYBENCH_RUNS``/``$STORYBENCH_REPORTS`` under ``--dir``),
@@ -73,6 +77,28 @@ def _names(n: int, seed: int) -> list[str]:
     return sorted(out)
 
 
+FUNCTION_WORDS = frozenset(
+    "the a an and or but so then when while with without from into onto over under after before about they them their "
+    "there here this that these those what which who whom whose she he her his him it its you your we our us was were "
+    "have has had been being very just also not all some many much more most one two three day once time upon little "
+    "said says said went came could would should will shall can did does done".split())
+POOL_WORDS = 1_000_000  # made-up content words: one per story, log-uniform over the pool (new types ever rarer)
+
+
+def substitute_content_word(words: list[str], rng: random.Random, pool: int = POOL_WORDS) -> list[str]:
+    """``words`` with every occurrence of one content word (lower-case, alphabetic, 4+ letters, not a function word)
+    replaced by a made-up one (``pool`` possible, index drawn log-uniformly), as a real corpus keeps adding rare words."""
+    content = sorted({w for w in words if len(w) >= 4 and w.isalpha() and w.islower() and w not in FUNCTION_WORDS})
+    if not content:
+        return words
+    old = content[rng.randrange(len(content))]
+    i = int(pool ** rng.random())  # 1 .. pool, log-uniform
+    new, r = "", random.Random(i)
+    for _ in range(3 + i % 3):
+        new += r.choice(SYLLABLES)
+    return [new if w == old else w for w in words]
+
+
 def write_stories(path: Path, words: int, seed: int, n_names: int = 200_000) -> int:
     """~``words`` words of distinct stories, ``<|endoftext|>`` after each (as in TinyStoriesV2-GPT4-train.txt)."""
     rng = random.Random(seed)
@@ -86,7 +112,7 @@ def write_stories(path: Path, words: int, seed: int, n_names: int = 200_000) -> 
             sents = base[rng.randrange(len(base))]
             k = rng.randrange(len(sents))
             name, other = names[rng.randrange(n_names)], names[rng.randrange(n_names)]
-            body = " ".join(sents[k:] + sents[:k])
+            body = " ".join(substitute_content_word(" ".join(sents[k:] + sents[:k]).split(" "), rng))
             story = f"Once upon a time, there was {name} and {other}.\n{body}\n{name} smiled at {other}."
             n += len(story.split())
             batch.append(story)
@@ -99,8 +125,37 @@ def write_stories(path: Path, words: int, seed: int, n_names: int = 200_000) -> 
     return n
 
 
-def write_lines(path: Path, words: int, seed: int) -> int:
-    """~``words`` words of BabyLM-like text, one utterance per line (blank lines between blocks of 200)."""
+def _format_line(source: str, text: str, rng: random.Random, names: list[str], i: int) -> str:
+    """One line (or block) of ``text`` in the line format of BabyLM 2024's ``source`` file."""
+    if source == "switchboard":
+        return f"{'AB'[i % 2]}:\t{text}"
+    if source == "childes":
+        return f"*{rng.choice(['CHI', 'MOT', 'FAT', 'INV'])}:\t{text.lower()}"
+    if source == "gutenberg":
+        if i % 400 == 0:
+            return f"\nCHAPTER {i // 400 + 1}\n"
+        words, out, line = text.split(), [], ""
+        for w in words:  # hard-wrapped at ~70 characters, as Project Gutenberg's files are
+            if len(line) + len(w) > 70:
+                out.append(line)
+                line = ""
+            line = f"{line} {w}".strip()
+        return "\n".join(out + [line])
+    if source == "simple_wiki":
+        return f"= = = {names[rng.randrange(len(names))]} = = =\n{text}" if i % 25 == 0 else text
+    if source == "open_subtitles":
+        return f"- {text}" if i % 3 == 0 else text
+    return text  # bnc_spoken: bare utterances
+
+
+def _untagged(line: str) -> str:
+    """A bundled line without its own speaker tag (the bundled switchboard's ``A:\t``): each source adds its own."""
+    return re.sub(r"^\*?[A-Z]{1,3}:\s+", "", line)
+
+
+def write_lines(path: Path, words: int, seed: int, source: str = "bnc_spoken") -> int:
+    """~``words`` words of BabyLM-like text in ``source``'s line format (:func:`_format_line`; blank lines between
+    blocks of 200); the count is whitespace words of the file as written, speaker tags and headings included."""
     rng = random.Random(seed)
     lines = _bundled_lines()
     names = _names(20_000, seed)
@@ -108,7 +163,10 @@ def write_lines(path: Path, words: int, seed: int) -> int:
     tmp = path.with_suffix(".tmp")
     with open(tmp, "w", encoding="utf-8", buffering=1 << 22) as f:
         while n < words:
-            ln = f"{names[rng.randrange(len(names))]}: {lines[rng.randrange(len(lines))]}"
+            text = _untagged(lines[rng.randrange(len(lines))])
+            if source == "gutenberg":  # paragraphs: several lines joined
+                text = " ".join([text] + [_untagged(lines[rng.randrange(len(lines))]) for _ in range(4)])
+            ln = _format_line(source, text, rng, names, i)
             n += len(ln.split())
             i += 1
             f.write(ln + ("\n\n" if i % 200 == 0 else "\n"))
@@ -119,10 +177,12 @@ def write_lines(path: Path, words: int, seed: int) -> int:
 BABY_SOURCES = ["bnc_spoken", "childes", "gutenberg", "open_subtitles", "simple_wiki", "switchboard"]
 
 
-def build_corpus(root: Path, words: int, seed: int = 0) -> dict:
+def build_corpus(root: Path, words: int, seed: int = 0, baby_words: float | None = None) -> dict:
     """The paper profile's files under ``root`` (``full/TinyStories/…``, ``full/babylm/…``) at ``words`` TinyStories
-    words; BabyLM scaled alike (10M and ~10M dev words at the paper's 440M). Reuses files already there."""
+    words; BabyLM scaled alike (10M and ~9M dev words at the paper's 440M), or ``baby_words`` in train_10M whatever
+    ``words`` (10e6: the real size). Reuses files already there."""
     scale = words / 440e6
+    baby_scale = baby_words / 10e6 if baby_words else scale
     ts = root / "full" / "TinyStories"
     ts.mkdir(parents=True, exist_ok=True)
     made = {}
@@ -138,7 +198,7 @@ def build_corpus(root: Path, words: int, seed: int = 0) -> dict:
         for j, src in enumerate(BABY_SOURCES):
             f = d / f"{src}.{ext}"
             if not f.is_file():
-                write_lines(f, max(5_000, int(total * scale / len(BABY_SOURCES))), seed + 10 * j + (ext == "dev"))
+                write_lines(f, max(5_000, int(total * baby_scale / len(BABY_SOURCES))), seed + 10 * j + (ext == "dev"), src)
     return made
 
 
