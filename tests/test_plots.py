@@ -647,3 +647,51 @@ def test_questions_figure_names_the_task_once_and_fits_one_column():
             assert abs(fig.get_figwidth() - EV.COLUMN_WIDTH) < 1e-9
             assert print_problem(fig, width=EV.COLUMN_WIDTH, min_pt=7.0) is None, print_problem(fig, EV.COLUMN_WIDTH, 7.0)
         plt.close(fig)
+
+
+def test_one_colour_per_budget_and_mix_in_every_notebook_figure():
+    """profile_palette gives a decoder its budget's colour (notebook 02's list, as Figure 1) and an encoder its mix's
+    (notebook 04's list); self-BLEU (03), continuation health (03), word familiarity (05) and specialists (06) draw
+    with it, a budget's seeds in its colour told apart by line style or hatch."""
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import to_rgb
+
+    from helpers.core.config import load_params
+    from helpers.report import evaluation_views as EV, generation_views as GV, interpret_views as IV, training_views as TV
+
+    names = ["tiny-10k", "tiny-40k", "tiny-40k (seed 7)", "tiny-40k (plain)", "tiny-99k"]
+    pal = TV.profile_palette("smoke", names)
+    assert pal == TV.budget_palette(names, load_params("smoke", "02")["budgets"])  # Figure 1's colours
+    assert pal["tiny-40k"] == pal["tiny-40k (seed 7)"] == pal["tiny-40k (plain)"] != pal["tiny-10k"]
+    assert pal["tiny-99k"] == (0.5, 0.5, 0.5)
+    enc = TV.profile_palette("smoke", ["baby-40k", "baby-40k (seed 7)", "baby-20k+tiny-20k+gen-nucleus-1"], kind="encoder")
+    assert enc["baby-40k"] == enc["baby-40k (seed 7)"] != enc["baby-20k+tiny-20k+gen-nucleus-1"]
+    with pytest.raises(ValueError, match="kind"):
+        TV.profile_palette("smoke", names, kind="both")
+
+    sb = pd.DataFrame([{"model": m, "k": k, "self-BLEU": 0.1 * k, "ci_low": 0.0, "ci_high": 1.0}
+                       for m in ("tiny-40k", "tiny-10k") for k in (2, 3, 4)])
+    fig = GV.plot_self_bleu(sb, {}, 0.95, 5, "knee", palette=pal)
+    assert [to_rgb(ln.get_color()) for ln in fig.axes[0].lines] == [to_rgb(pal["tiny-40k"]), to_rgb(pal["tiny-10k"])]
+    plt.close(fig)
+    pooled = pd.DataFrame([{"model": m, "ended (%)": 50.0, "ended CI low": 40.0, "ended CI high": 60.0, "loops (%)": 5.0,
+                            "loops CI low": 1.0, "loops CI high": 9.0, "completions": 20}
+                           for m in ("tiny-10k", "tiny-40k", "original endings")])
+    fig = GV.plot_continuation_health(pooled, 24, palette=pal)
+    faces = [to_rgb(p.get_facecolor()) for p in fig.axes[0].patches][:3]
+    assert faces[:2] == [to_rgb(pal["tiny-10k"]), to_rgb(pal["tiny-40k"])] and faces[2] == (0.6, 0.6, 0.6)
+    plt.close(fig)
+    fam = pd.DataFrame([{"kind": "decoder", "model": m, "words seen at least": n, "accuracy (%)": 60.0, "ci_low": 50.0,
+                         "ci_high": 70.0} for m in ("tiny-40k", "tiny-40k (seed 7)") for n in (0, 5)])
+    fig = EV.plot_word_familiarity(fam, palette={("decoder", n): c for n, c in pal.items()})
+    drawn = [ln for ln in fig.axes[0].lines if ln.get_label() != "chance" and ln.get_linestyle() != "None"]
+    assert {to_rgb(ln.get_color()) for ln in drawn} == {to_rgb(pal["tiny-40k"])}
+    assert {ln.get_linestyle() for ln in drawn} == {"-", "--"}  # the two seeds, one colour, two styles
+    plt.close(fig)
+    total = pd.DataFrame([{"model": m, "top tokens": "all", "noun": 10, "other class": 30, "specialists": 40,
+                           "neurons": 100, "expected neurons by chance": 1.0} for m in ("tiny-40k", "tiny-40k (seed 7)")])
+    fig = IV.plot_specialists(total, ["noun", "other class"], 20, palette=pal)
+    bars = fig.axes[0].patches
+    assert {to_rgb(b.get_facecolor()) for b in bars} == {to_rgb(pal["tiny-40k"])}
+    assert {b.get_hatch() or "" for b in bars} == {"", "///"}
+    plt.close(fig)

@@ -5,6 +5,7 @@ cell built and returns a matplotlib figure (saved by :func:`helpers.report.repor
 from __future__ import annotations
 
 import re
+from typing import Mapping
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -13,24 +14,28 @@ import seaborn as sns
 
 from helpers.evaluation.comparisons import arm_and_seed, seeds_per_arm
 from helpers.report.figure_layout import FIGURE_WIDTH, font_pt, legend_columns, legend_inches, wrap
+from helpers.report.training_views import seed_styles
 
 
 def plot_word_familiarity(table: pd.DataFrame, corpus: str = "its training stories", chance: float = 50.0,
-                          title: str = ""):
+                          title: str = "", palette: Mapping[tuple[str, str], object] | None = None):
     """Accuracy (95 % interval as error bars) against the threshold, one line per model (decoders solid, encoders
     dashed), the chance level as a dotted line; ``corpus`` names the text the words were counted in. The legend
-    sits below the axes, at the style's size."""
+    sits below the axes, at the style's size. ``palette``: the colour of each ``(kind, model)`` (its budget's or mix's,
+    as in every figure; :func:`helpers.report.training_views.profile_palette`), else matplotlib's cycle."""
     levels = sorted(table["words seen at least"].unique())
     pos = {n: i for i, n in enumerate(levels)}
     models = list(dict.fromkeys(zip(table["kind"], table["model"])))
     entries = [f"{kind}: {name}" for kind, name in models] + ["chance"]
     ncol = legend_columns(entries)
     fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 3.8 + legend_inches(entries, ncol)), layout="constrained")
+    styles = seed_styles([name for _, name in models])  # a budget's seeds share its colour, one line style each
     for j, (kind, name) in enumerate(models):
         part = table[(table.kind == kind) & (table.model == name)].dropna(subset=["accuracy (%)"])
         x = [pos[n] + (j - (len(models) - 1) / 2) * 0.04 for n in part["words seen at least"]]
         ax.errorbar(x, part["accuracy (%)"], yerr=[part["accuracy (%)"] - part.ci_low, part.ci_high - part["accuracy (%)"]],
-                    fmt="o-" if kind == "decoder" else "s--", capsize=3, label=f"{kind}: {name}")
+                    fmt="o-" if kind == "decoder" else "s--", capsize=3, label=f"{kind}: {name}",
+                    **({"color": palette[(kind, name)], "ls": styles[name]} if palette and (kind, name) in palette else {}))
     ax.axhline(chance, color="k", ls=":", lw=1, label="chance")
     ax.set_xticks(range(len(levels)), ["all pairs" if n == 0 else f"words seen ≥ {n}×" for n in levels])
     ax.set(ylabel="accuracy over pairs (%), 95 % CI",

@@ -23,14 +23,16 @@ MEMORISATION_PANELS = (
 
 
 def plot_self_bleu(selfbleu, chosen: Mapping[str, int | None], top_p: float, n_prompts: int, k_rule: str,
-                   eps: float = 0.01):
+                   eps: float = 0.01, palette: Mapping[str, object] | None = None):
     """Self-BLEU against k per model (:func:`helpers.diversity.self_bleu.self_bleu_table`'s ``model``, ``k``, ``self-BLEU``,
     ``ci_low``, ``ci_high``) with its 95 % band; the legend gives each model's chosen k, or (``None``) "undefined:
-    flat curve" / "no knee within k ≤ K" (:func:`helpers.diversity.self_bleu.k_choice_label` with ``eps``)."""
+    flat curve" / "no knee within k ≤ K" (:func:`helpers.diversity.self_bleu.k_choice_label` with ``eps``). ``palette``:
+    each model's colour (:func:`helpers.report.training_views.profile_palette`: its budget's, as in every figure)."""
     fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 4.2), layout="constrained")
     for name, g in selfbleu.groupby("model", sort=False):
         label = k_choice_label(dict(zip(g.k, g["self-BLEU"])), chosen.get(name), eps)
-        line, = ax.plot(g.k, g["self-BLEU"], marker="o", ms=3, label=f"{name} ({label})")
+        line, = ax.plot(g.k, g["self-BLEU"], marker="o", ms=3, label=f"{name} ({label})",
+                        **({"color": palette[name]} if palette and name in palette else {}))
         ax.fill_between(g.k, g.ci_low, g.ci_high, color=line.get_color(), alpha=0.15, linewidth=0)
     ax.set(xlabel="k (completions per prompt)", ylabel="self-BLEU (higher = less diverse)",
            title=wrap(f"Self-BLEU of nucleus completions (p = {top_p}), {n_prompts} prompts per model\n"
@@ -72,7 +74,7 @@ def plot_memorisation_histograms(per_completion, copy_min_words: int):
 
 
 def plot_continuation_health(pooled, max_new_tokens: int, context: int | None = None,
-                             reference: str = "original endings"):
+                             reference: str = "original endings", palette: Mapping[str, object] | None = None):
     """Two bar panels per model (rows of :func:`helpers.diversity.continuation_health.continuation_health` with ``model``,
     ``completions``, ``ended (%)``/``loops (%)`` and their ``CI low``/``CI high``): the share of greedy
     continuations that ended with end-of-text before the cap, and the share that contain a repeated 6-word run.
@@ -88,8 +90,9 @@ def plot_continuation_health(pooled, max_new_tokens: int, context: int | None = 
     fig, axes, _ = panels(2, FIGURE_WIDTH, 0.3 * len(pooled) + 1.3, extra_width=label_width, extra_height=0.8,
                                max_cols=1, sharey=True)
     is_ref = (pooled.model == reference).to_numpy()
-    colours = sns.color_palette("viridis", int((~is_ref).sum()))
-    colours = [(0.6, 0.6, 0.6) if r else colours.pop(0) for r in is_ref]
+    colours = sns.color_palette("viridis", int((~is_ref).sum()))  # each model its budget's colour where given
+    colours = [(0.6, 0.6, 0.6) if r else palette[m] if palette and m in palette else colours.pop(0)
+               for r, m in zip(is_ref, pooled.model)]
     for ax, key, title in [(axes[0], "ended", "ended with <|endoftext|> before the cap"),
                            (axes[1], "loops", "contain a repeated 6-word run")]:
         value = pooled[f"{key} (%)"].to_numpy(float)

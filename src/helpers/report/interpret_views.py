@@ -17,6 +17,7 @@ from helpers.analysis.lexicon import ATTENTION_CLASSES
 from helpers.core.stats import wilson_interval
 from helpers.report.figure_layout import (FIGURE_WIDTH, font_pt, legend_columns, legend_inches, panels, slant_if_crowded,
                                           text_inches, wrap)
+from helpers.report.training_views import SEED_HATCHES, seed_styles
 
 # ----------------------------------------------------------------------------- HTML
 
@@ -285,14 +286,16 @@ def plot_class_shares(pos_table: "pd.DataFrame", classes: Sequence[str], top_k: 
 
 
 def plot_specialists(total: "pd.DataFrame", classes: Sequence[str], top_k: int, title: str = "",  # noqa: F821
-                     chance_label: str = "expected by chance (all classes)", confidence: float = 0.95):
+                     chance_label: str = "expected by chance (all classes)", confidence: float = 0.95,
+                     palette: Mapping[str, object] | None = None):
     """Specialist neurons per class as shares of the analysed neurons, one panel per ``top tokens`` mode and one bar
     per model in each group (``classes``, e.g. the specialist classes and "other class", then every specialist
     together), with the number expected by chance (``expected by chance / neurons``, a count over all classes) drawn
     as a black bar over the "all specialists" group. ``total`` has columns model, "top tokens", the ``classes``,
     specialists, neurons, "expected neurons by chance" (notebook 06's summary). Every bar carries the Wilson
     ``confidence`` interval of its share (neurons as independent draws; for "all specialists" the summary's "share CI
-    low"/"share CI high"). The legend sits below the panels."""
+    low"/"share CI high"). The legend sits below the panels. ``palette``: each model's colour (its budget's, as in
+    every figure; :func:`helpers.report.training_views.profile_palette`), else matplotlib's cycle."""
     modes = list(dict.fromkeys(total["top tokens"]))
     models = list(dict.fromkeys(total["model"]))
     groups = [*classes, "all specialists"]
@@ -307,7 +310,8 @@ def plot_specialists(total: "pd.DataFrame", classes: Sequence[str], top_k: int, 
             r = t.loc[model]
             shares = [r[c] / r["neurons"] for c in classes] + [r["specialists"] / r["neurons"]]
             xi = x + (i - (len(models) - 1) / 2) * width
-            ax.bar(xi, shares, width, label=model, color=f"C{i}")
+            ax.bar(xi, shares, width, label=model, color=(palette or {}).get(model, f"C{i}"), edgecolor="white",
+                   hatch=SEED_HATCHES[seed_styles(models)[model]] if palette else None)  # a budget's seeds: one colour
             counts = [int(r[c]) for c in classes] + [int(r["specialists"])]
             ci = [wilson_interval(k, int(r["neurons"]), confidence) for k in counts]  # neurons as independent draws
             if "share CI low" in t.columns:  # the summary's own interval of "all specialists" (specialist_totals)

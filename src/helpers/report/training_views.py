@@ -10,6 +10,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.lines import Line2D
 
+from helpers.core.config import load_params
 from helpers.evaluation.comparisons import arm_and_seed, corpus_of
 from helpers.report.figure_layout import FIGURE_WIDTH, font_pt, legend_columns, legend_inches, wrap
 
@@ -17,6 +18,8 @@ from helpers.report.figure_layout import FIGURE_WIDTH, font_pt, legend_columns, 
 COLUMN_WIDTH = 3.3
 #: the line style of the first, second, ... training seed of an arm (the first: the profile's train.seed)
 SEED_STYLES = ("-", "--", ":", "-.")
+#: the hatch of a bar of the first, second, ... seed (bars of one budget share its colour)
+SEED_HATCHES = {"-": "", "--": "///", ":": "...", "-.": "xxx"}
 
 
 def budget_palette(names: Sequence[str], budgets: Sequence[str]) -> dict[str, tuple]:
@@ -24,6 +27,20 @@ def budget_palette(names: Sequence[str], budgets: Sequence[str]) -> dict[str, tu
     order) fixes the colours (colour-blind palette), and each of ``names`` (a run such as ``"tiny-1M (seed 7)"`` or
     ``"tiny-1M (plain)"``) takes its corpus's colour; a corpus outside ``budgets`` is grey."""
     colours = dict(zip(budgets, sns.color_palette("colorblind", max(len(budgets), 1))))
+    return {n: colours.get(corpus_of(n), (0.5, 0.5, 0.5)) for n in names}
+
+
+def profile_palette(profile: str, names: Sequence[str], kind: str = "decoder") -> dict[str, tuple]:
+    """The colour of each model of ``names`` in every figure of ``profile`` (notebooks 02 to 06): a decoder
+    (``kind="decoder"``) its budget's, from notebook 02's ``budgets`` in order (:func:`budget_palette`, as Figure 1);
+    an encoder (``kind="encoder"``) its mix's, from notebook 04's ``mixes`` in order (``tab10``, as notebook 04's
+    curves). Seeds and plain twins share their corpus's colour; a name outside the lists is grey."""
+    if kind == "decoder":
+        return budget_palette(names, load_params(profile, "02")["budgets"])
+    if kind != "encoder":
+        raise ValueError(f"kind must be 'decoder' or 'encoder', not {kind!r}")
+    mixes = [m["name"] for m in load_params(profile, "04")["mixes"]]
+    colours = dict(zip(mixes, sns.color_palette("tab10", max(len(mixes), 1))))
     return {n: colours.get(corpus_of(n), (0.5, 0.5, 0.5)) for n in names}
 
 
