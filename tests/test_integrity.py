@@ -539,10 +539,10 @@ def test_the_manifest_names_each_used_or_produced_model_with_its_revision_and_co
 def test_training_decoders_outside_the_notebook_is_refused_while_a_run_holds_the_profile(repo, monkeypatch, capsys):
     import subprocess
 
-    import helpers.training.recipes as R
+    import helpers.training.launch as R
 
     trained = []
-    monkeypatch.setattr(R, "_train_profile", lambda a: trained.append(a.profile) or 0)
+    monkeypatch.setattr(R, "train_budgets", lambda profile, p, budgets: trained.append(profile) or 0)
     lock = repo.parent / "reports" / "smoke" / ".run.lock"
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:

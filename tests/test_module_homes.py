@@ -19,7 +19,7 @@ def _modules() -> dict[str, Path]:
             if p.name != "__init__.py"}
 
 # where each moved public name lives now (judge.py kept the rubric, prompts, parsing and cache; story_eval.py the
-# GPT-Eval prompts and the themed suites; training.py the loop, recipes.py the run plans and the torchrun CLI ``main``;
+# GPT-Eval prompts and the themed suites; training.py the loop, recipes.py the run plans, launch.py the torchrun and job-array CLI ``main``;
 # finetune.py the runs, the cache and the result rows; compressor.py the model and its pair sampler)
 HOMES = {
     "judge.client": ["JudgeConfig", "JudgeClient"],
@@ -177,7 +177,6 @@ LAZY = {
     ("runner", "traitlets"): "as papermill",
     ("runner", "helpers"): "the runner's command-line checks must not pay for torch (reporting, hardware)",
     ("core.config", "torch"): "config is read by the runner and data steps that never load torch",
-    ("core.config", "helpers"): "core.overrides imports config (a variant's overrides applied to another notebook's params)",
     ("core.digests", "torch"): "the runner, the data steps and the set-up's model-file check hash files without torch",
     ("core.integrity", "torch"): "config imports it; only a folder holding weights is loaded to check they are finite",
     ("core.integrity", "safetensors"): "as torch",

@@ -548,24 +548,6 @@ def test_process_group_backend_follows_the_training_device(monkeypatch):
     assert chosen[-1] == "gloo"
 
 
-def test_torchrun_entry_point_opens_the_process_group_for_the_params_device(monkeypatch):
-    """`python -m helpers.training.recipes` under torchrun: a params file that trains on the CPU gets gloo, not the
-    NCCL group a GPU machine would otherwise open before the first decoder (whose own call then finds it open)."""
-    from helpers.training import recipes
-    from helpers.training.loop import Dist
-
-    seen = []
-    params = {"budgets": ["tiny-10k"], "model": {}, "train": {"steps": 1, "device": "cpu"}}
-    monkeypatch.setattr(recipes, "load_params", lambda profile, nb: params)
-    monkeypatch.setattr(recipes, "plan_decoders", lambda *a, **k: {})
-    monkeypatch.setattr(recipes, "init_distributed", lambda device="auto": seen.append(device) or Dist())
-    assert recipes.main(["--profile", "smoke"]) == 0
-    assert seen == ["cpu"]
-    params["train"].pop("device")
-    recipes.main(["--profile", "smoke"])
-    assert seen == ["cpu", "auto"]
-
-
 def test_device_and_precision_are_resolved_once_and_passed_down(monkeypatch, tmp_path):
     """A run asks core.hardware where and how it trains once (loop.placement): train_decoder resolves it and hands it
     down through train_or_skip; the loop resolves it itself only when it is not given, and refuses one made for

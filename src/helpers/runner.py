@@ -24,10 +24,10 @@ from helpers.core.artifacts import append_jsonl, remove_unwritten, write_text
 from helpers.core.locking import ProfileBusy, ProfileLock
 from helpers.core.process_memory import TreePeak
 from helpers.core.progress import show_cell_output
-from helpers.core.overrides import (apply_overrides, parse_overrides, set_arguments, shown_variant_path,  # noqa: F401
+from helpers.core.overrides import (parse_overrides, set_arguments, shown_variant_path,  # noqa: F401
                                     variant_id, variant_roots, variant_text)  # (variant_id: tests)
-from helpers.core.config import (ParamsError, check_params, check_profile, params_file, profiles, read_yaml, repo_root,
-                                 reports_dir, run_dir, shown_path)
+from helpers.core.config import (ParamsError, apply_overrides, check_params, check_profile, params_file, profiles, read_yaml,
+                                 repo_root, reports_dir, run_dir, shown_path)
 from helpers.core.secrets import mask_secrets, redact, secret_values
 
 

@@ -381,12 +381,27 @@ def load_params(profile: str, notebook: str) -> dict[str, Any]:
     return variant_params(profile, notebook, params)
 
 
+def apply_overrides(params: dict, overrides: dict[str, Any], where: str) -> dict:
+    """``params`` with each dotted key of ``overrides`` set (a copy; nested mappings copied on the way down). A key
+    whose parent is not a mapping is refused; unknown keys are left to the parameter checks that follow."""
+    out = dict(params)
+    for key, value in overrides.items():
+        *path, last = key.split(".")
+        node = out
+        for i, part in enumerate(path):
+            child = node.get(part, {})
+            if not isinstance(child, dict):
+                raise ParamsError(f"--set {where}.{key}: {'.'.join(path[:i + 1])} is not a mapping in the params")
+            node[part] = dict(child)
+            node = node[part]
+        node[last] = value
+    return out
+
+
 def variant_params(profile: str, notebook: str, params: dict[str, Any]) -> dict[str, Any]:
     """``params`` of ``notebook`` as a ``--set`` variant's run sees them: inside a variant (the runner points
     ``$STORYBENCH_REPORTS`` at its folder and writes ``overrides.json`` there) its overrides of that notebook applied,
     so a notebook reading another's params (05b reads 02's recipe) trains what the variant asked for."""
-    from helpers.core.overrides import apply_overrides  # overrides imports this module
-
     f = Path(os.environ.get("STORYBENCH_REPORTS", repo_root() / "reports")) / profile / "overrides.json"
     if not f.is_file():
         return params

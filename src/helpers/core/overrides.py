@@ -1,5 +1,5 @@
 """Variants of a profile without editing its params: ``--set NN.key=value`` overrides (:func:`parse_overrides`,
-:func:`apply_overrides`) and the folders a variant runs into (:func:`variant_roots`: ``runs/variants/<id>/`` and
+:func:`helpers.core.config.apply_overrides`) and the folders a variant runs into (:func:`variant_roots`: ``runs/variants/<id>/`` and
 ``reports/variants/<id>/``, never the profile's own), named by :func:`variant_id`; how a variant names itself in
 messages and hints (:func:`set_arguments`, :func:`shown_variant_path`, :func:`variant_text`)."""
 from __future__ import annotations
@@ -33,23 +33,6 @@ def parse_overrides(items: list[str] | None) -> dict[str, dict[str, Any]]:
             out.setdefault(m.group(1), {})[m.group(2)] = parse_value(m.group(3))
         except ParamsError as e:
             raise ParamsError(f"--set {item!r}: {e}") from None
-    return out
-
-
-def apply_overrides(params: dict, overrides: dict[str, Any], where: str) -> dict:
-    """``params`` with each dotted key of ``overrides`` set (a copy; nested mappings copied on the way down). A key
-    whose parent is not a mapping is refused; unknown keys are left to the parameter checks that follow."""
-    out = dict(params)
-    for key, value in overrides.items():
-        *path, last = key.split(".")
-        node = out
-        for i, part in enumerate(path):
-            child = node.get(part, {})
-            if not isinstance(child, dict):
-                raise ParamsError(f"--set {where}.{key}: {'.'.join(path[:i + 1])} is not a mapping in the params")
-            node[part] = dict(child)
-            node = node[part]
-        node[last] = value
     return out
 
 

@@ -18,8 +18,9 @@
   ``WORLD_SIZE > 1`` it initialises ``torch.distributed`` (NCCL on GPUs, gloo on CPU), wraps the model in
   DistributedDataParallel and gives each rank its slice of every global batch; rank 0 writes the files.
 
-The run plans that feed this loop (the decoders of notebook 02, the encoders of notebook 04), training a run or
-skipping it when it is finished, and the ``torchrun`` command line are in :mod:`helpers.training.recipes`.
+The run plans that feed this loop (the decoders of notebook 02, the encoders of notebook 04) and training a run or
+skipping it when it is finished are in :mod:`helpers.training.recipes`; the ``torchrun`` and job-array command line
+is :mod:`helpers.training.launch`.
 """
 from __future__ import annotations
 

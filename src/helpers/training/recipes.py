@@ -9,18 +9,14 @@
 * **Encoders** (notebook 04): :func:`plan_encoders` checks each mix against the challenge rule, trains its
   tokenizer and cuts masked blocks (balanced by :func:`balance_blocks`, with LTG-BERT's long phase by
   :func:`long_phase_data`); :func:`train_encoder` pretrains one LTG-BERT.
-* **Several GPUs**: :func:`main` trains a profile's decoders outside the notebook,
-  ``torchrun --nproc_per_node 4 -m helpers.training.recipes --profile paper``.
+* Outside the notebook (torchrun over several GPUs, one SLURM array task per budget): :mod:`helpers.training.launch`.
 """
 from __future__ import annotations
 
-import argparse
-import contextlib
 import json
 import math
 import os
 import shutil
-import sys
 import time as _time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -45,11 +41,10 @@ from helpers.data.tokenizers import end_of_text_id, iter_story_ids, load_tokeniz
 from helpers.models.decoder import (FAST_PATH_VERSION, DecoderSpec, build_decoder, count_parameters, load_decoder,
                                     regularisation_for_budget, regularisation_for_epochs)
 from helpers.models.ltg_bert import LtgBertForMaskedLM, ltg_bert_config
-from helpers.core.locking import ProfileBusy, ProfileLock  # one writer of runs/<profile>: the lock ./run_all.sh takes
 from helpers.training.sizes import check_sizes
 from helpers.training.acceptance import damaged_run, settle_replacement, vocab_size
 from helpers.training.loop import (Placement, TrainConfig, TrainingDiverged, TrainResult, _ckpt_step, evaluate,
-                                   init_distributed, lm_loss, placement, read_metrics, train)
+                                   lm_loss, placement, read_metrics, train)
 
 
 # ----------------------------------------------------------------------------- the decoder stage
@@ -453,47 +448,3 @@ def train_encoder(run: EncoderRun, out_dir: str | Path, progress: bool = True, l
                         run.valid_data["all"], run.tokenizer, run.cfg, out_dir, mlm_loss, progress, log, extra={"mix": mix})
     write_json(Path(out_dir) / "best" / "mix.json", mix)
     return res
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Train a profile's decoders outside the notebook, e.g. on several GPUs:
-
-        torchrun --nproc_per_node 4 -m helpers.training.recipes --profile paper [--budgets tiny-5M,tiny-10M]
-
-    Reads ``params/<profile>/02_*.yaml``; notebook 02 then finds the finished runs and skips them."""
-    ap = argparse.ArgumentParser(prog="python -m helpers.training.recipes", description=main.__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--profile", default="cpu")
-    ap.add_argument("--budgets", help="comma-separated subset of the profile's budgets")
-    a = ap.parse_args(argv)
-    try:  # the lock ./run_all.sh takes, held by a torchrun group's main process (torchrun stops the others if refused)
-        with ProfileLock(a.profile) if int(os.environ.get("RANK", "0")) == 0 else contextlib.nullcontext():
-            return _train_profile(a)
-    except (ProfileBusy, ValueError, FileNotFoundError, OSError) as e:
-        print(f"python -m helpers.training.recipes: error: {e}", file=sys.stderr)
-        return 1
-
-
-def _train_profile(a: argparse.Namespace) -> int:
-    p = load_params(a.profile, "02")
-    budgets = a.budgets.split(",") if a.budgets else p["budgets"]
-    unknown = sorted(set(budgets) - set(p["budgets"]))
-    if unknown:
-        raise SystemExit(f"budgets {unknown} are not in params/{a.profile}/02_*.yaml ({p['budgets']})")
-    runs = plan_decoders(run_dir(a.profile), budgets, p["model"], p["train"], p.get("regularisation", "words"),
-                         p.get("word_scale", 1.0), p.get("fixed_dropout", 0.1), p.get("fixed_weight_decay", 0.1),
-                         p.get("valid_blocks"), {b: v for b, v in (p.get("seeds") or {}).items() if b in budgets})
-    d = init_distributed(p["train"].get("device", "auto"))  # the backend of the device the params train on
-    place = None  # resolved once, for the first run: every run trains where and how the params say
-    for name, r in runs.items():
-        place = place or placement(r.cfg.device, r.cfg.precision)
-        res = train_decoder(name, r.train_data, r.valid_data, r.tokenizer, r.spec, r.cfg,
-                            run_dir(a.profile) / "decoders" / name, log=print if d.main else (lambda *_: None),
-                            place=place)
-        if d.main:
-            print(f"{name}: best valid loss {res.best_valid_loss:.4f} at step {res.best_step}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
