@@ -148,6 +148,8 @@ def test_tokenizer_streams_and_checks_like_story_by_story(real_stories, tmp_path
     assert row["checked"].startswith("every 5th story over the whole budget") and row["tokens counted"].startswith("estimated")
     assert row["tokens"] == round(spread["tokens"] / spread["words"] * total)
     assert tokenizers.tokenizer_row("c", listed, got, total)["tokens"] == got["tokens"]  # all checked: counted
+    assert [tokenizers.ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22, 23, 101, 111, 1002)] == [
+        "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "23rd", "101st", "111th", "1,002nd"]
     CF.write_corpus(tmp_path / "c.jsonl", ({"id": i, "text": s} for i, s in enumerate(real_stories[:20])))
     assert list(CF.iter_texts(tmp_path / "c.jsonl")) == real_stories[:20]
 

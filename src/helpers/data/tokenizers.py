@@ -158,6 +158,12 @@ def encoding_check(tokenizer: PreTrainedTokenizerFast, texts: Iterable[str], bat
     return {"texts": n, "words": words, "tokens": tokens, "round-trip failures": failures, "every": every}
 
 
+def ordinal(n: int) -> str:
+    """``1st``, ``2nd``, ``3rd``, ``4th``, ``11th``, ``12th``, ``13th``, ``21st``, ``1,002nd``."""
+    suffix = "th" if n % 100 in (11, 12, 13) else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n:,}{suffix}"
+
+
 def tokenizer_row(name: str, tokenizer: PreTrainedTokenizerFast, check: dict[str, int], corpus_words: int) -> dict:
     """Notebook 01's row for one decoder tokenizer from its :func:`encoding_check`: the vocabulary, tokens per word of
     the checked stories, the corpus's tokens (counted when every story was checked; otherwise estimated as tokens per
@@ -167,7 +173,7 @@ def tokenizer_row(name: str, tokenizer: PreTrainedTokenizerFast, check: dict[str
     if whole:
         checked = "all stories"
     elif check.get("every", 1) > 1:
-        checked = (f"every {check['every']:,}th story over the whole budget ({check['texts']:,} stories, "
+        checked = (f"every {ordinal(check['every'])} story over the whole budget ({check['texts']:,} stories, "
                    f"{check['words']:,} words)")
     else:
         checked = f"first {check['words']:,} words ({check['texts']:,} stories)"
