@@ -7,9 +7,9 @@
   ``tokenizers.iter_story_ids`` into ``blocks.cached_blocks`` (a memory-mapped ``.npy`` written as the ids come),
   with a byte-level BPE of 2,048 types trained on the first 100k words. Nothing of the budget should stay in memory.
 * ``memorisation``: notebook 03's memorisation of one model (``memorisation.memorisation_rows``) against the budget's
-  stories read as the notebook reads them (``corpus_files.read_corpus``: the rows are held), with shards of
-  ``--shard-words`` words (default 1M): the n-gram indexes (~154 bytes per word) are held for one shard at a time,
-  so memory grows with the stories themselves (~1-2 bytes per byte of text) and not with the indexes.
+  stories read as the notebook reads them (``corpus_files.CorpusRows``: from disk, one byte offset per story held),
+  with shards of ``--shard-words`` words (default 1M): the n-gram indexes (~154 bytes per word) are held for one
+  shard at a time, so memory does not grow with the budget.
 
 Prints the step's seconds, the process's peak RSS (VmHWM) and the corpus size; ``tests/test_scale_02_03.py`` runs it at
 two sizes and bounds the growth. The stories are ``scale_01``'s generator's (distinct, growing vocabulary).
@@ -69,11 +69,10 @@ def pack(corpus: Path, folder: Path) -> dict:
 
 
 def memorise(corpus: Path, shard_words: int) -> dict:
-    from helpers.data.corpus_files import read_corpus
+    from helpers.data.corpus_files import CorpusRows
     from helpers.diversity import memorisation
 
-    rows = read_corpus(corpus)  # as notebook 03's CorpusShelf holds the budget
-    texts = [r["text"] for r in rows]
+    texts = CorpusRows(corpus).texts()  # as notebook 03 reads the budget: from disk, one offset per story held
     rng = random.Random(0)
     picks = [texts[rng.randrange(len(texts))] for _ in range(4)]
     comps = [" ".join(t.split()[len(t.split()) // 2:]) for t in picks]  # "completions" that copy training text

@@ -473,3 +473,34 @@ def test_memorisation_rows_are_the_same_over_any_shards():
     assert any("1 worker(s) of the 2 asked" in line for line in logged), logged
     with pytest.raises(ValueError, match="shard_words must be >= 1"):
         M.memorisation_rows("m", stories, splits, shard_words=0)
+
+
+def test_stories_read_from_disk_give_the_same_prompts_and_memorisation_rows(tmp_path):
+    """Notebook 03 reads each budget's stories from disk (CorpusRows: one offset per row held, a shard read by the
+    process that searches it): the rows, slices, prompts and memorisation rows are those of the stories in memory."""
+    import pickle
+
+    from helpers.core.artifacts import write_jsonl
+    from helpers.data.corpus_files import CorpusRows, CorpusShelf, read_corpus
+    from helpers.generation import completions as G
+
+    stories = [*STORIES, STORIES[1].replace("Tom", "Sam"), "The dog ran to the park and played with a red ball."] * 3
+    write_jsonl(tmp_path / "b.jsonl", ({"id": 100 + i, "source": "t", "text": t} for i, t in enumerate(stories)))
+    (tmp_path / "b.jsonl").write_text((tmp_path / "b.jsonl").read_text() + "\n")  # a blank line is skipped, as read_corpus does
+    rows = CorpusRows(tmp_path / "b.jsonl")
+    held = read_corpus(tmp_path / "b.jsonl")
+    assert list(rows) == held and len(rows) == len(held) and rows[-1] == held[-1] and list(rows[2:5]) == held[2:5]
+    texts = rows.texts()
+    assert list(texts) == stories and list(texts[3:7]) == stories[3:7]
+    again = pickle.loads(pickle.dumps(texts[1:4]))  # a worker's shard: its path and offsets, no open file
+    assert list(again) == stories[1:4]
+    shelf = CorpusShelf(tmp_path, ["b"], lazy=True)
+    assert isinstance(shelf["b"], CorpusRows) and list(shelf["b"]) == held
+    for n in (3, None):
+        assert G.make_prompts(rows, n, (0.3, 0.5), 5, 100, seed=4) == G.make_prompts(held, n, (0.3, 0.5), 5, 100, seed=4)
+    comps = [stories[1], "A car drove down the long road to the sea.", stories[-1] + " Then it slept."]
+    splits = {"train": (comps, [stories[1], "x y", "z"])}
+    whole = M.memorisation_rows("m", stories, splits, n=3, shortlist=2, min_words=20)
+    for shard_words, workers in ((10**9, 1), (30, 1), (30, 2)):
+        assert M.memorisation_rows("m", texts, splits, n=3, shortlist=2, min_words=20, shard_words=shard_words,
+                                   workers=workers, log=lambda *_: None) == whole

@@ -1,16 +1,21 @@
 """The budget corpora as files: the data stage that writes them (:func:`prepare_corpora`: the nested TinyStories
 budgets and BabyLM samples, registered in the ledger) and the readers that check them against the ledger before
-use (:func:`read_corpus`, :func:`verified_corpus`, :func:`iter_texts`, :class:`CorpusShelf`).
+use (:func:`read_corpus`, :func:`verified_corpus`, :func:`iter_texts`, :class:`CorpusRows`, :class:`CorpusShelf`).
 
 Scale: :func:`prepare_corpora` takes the stories' word counts when known, so each story is read once, when its
-budget files are written; :func:`iter_texts` streams a corpus file; :class:`CorpusShelf` holds one corpus at a time
-for code that visits several (notebook 03's seven budgets are ≈ 8–10 GB of rows together in the paper profile).
+budget files are written; :func:`iter_texts` streams a corpus file; :class:`CorpusRows` reads rows from the file
+when asked for, holding one byte offset per row (the paper's tiny-440M: 2.4 GB of stories, ~5 GB as Python rows,
+~21 MB of offsets); :class:`CorpusShelf` gives a notebook that visits several corpora one at a time (held, or as
+:class:`CorpusRows` with ``lazy=True``: notebook 03).
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence as SequenceABC
 from typing import Iterable, Iterator, Sequence
+
+import numpy as np
 
 from helpers.core.artifacts import iter_rows, read_jsonl, write_jsonl
 from helpers.core.config import require_output
@@ -125,13 +130,72 @@ def iter_texts(path: str | Path, verify: bool = True) -> Iterator[str]:
         yield r["text"]
 
 
+class CorpusRows(SequenceABC):
+    """The rows of a corpus file, read from disk when asked for: a list of rows to code that indexes, slices and
+    iterates it, holding only one byte offset per row (8 bytes; checked like :func:`read_corpus` once, when indexed).
+    ``field="text"`` gives the rows' texts instead (:meth:`texts`). A slice is a :class:`CorpusRows` of those rows:
+    cheap, and picklable, so a worker process reads its own rows (memorisation's shards)."""
+
+    def __init__(self, path: str | Path, field: str | None = None, offsets: np.ndarray | None = None):
+        self.path, self.field = Path(path), field
+        if offsets is None:
+            verified_corpus(self.path)
+            offsets = self._index()
+        self.offsets = offsets
+        self._fh = None
+
+    def _index(self) -> np.ndarray:
+        out, pos = [], 0
+        with open(self.path, "rb") as f:
+            for line in f:
+                if line.strip():
+                    out.append(pos)
+                pos += len(line)
+        return np.asarray(out, dtype=np.int64)
+
+    def texts(self) -> "CorpusRows":
+        """The same rows' ``text`` fields (for code that takes a sequence of strings)."""
+        return CorpusRows(self.path, "text", self.offsets)
+
+    def _read(self, offset: int):
+        if self._fh is None:
+            self._fh = open(self.path, "rb")
+        self._fh.seek(int(offset))
+        line = self._fh.readline()
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{self.path} at byte {offset}: malformed JSON line ({e.msg})") from None
+        return row if self.field is None else row[self.field]
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return CorpusRows(self.path, self.field, self.offsets[i])
+        return self._read(self.offsets[i])
+
+    def __iter__(self):
+        for off in self.offsets:
+            yield self._read(off)
+
+    def __getstate__(self) -> dict:  # no open file across processes
+        return {**self.__dict__, "_fh": None}
+
+    def __del__(self):
+        if getattr(self, "_fh", None) is not None:
+            self._fh.close()
+
+
 class CorpusShelf(Mapping):
     """``{name: rows}`` of the corpora ``<folder>/<name>.jsonl`` for ``names``, read (:func:`read_corpus`, with its
     checks) when first asked for and kept until another one is asked for: a loop over the corpora holds one at a
-    time. Asking again for the one held costs nothing; asking for an earlier one reads it again."""
+    time. Asking again for the one held costs nothing; asking for an earlier one reads it again. ``lazy``: each
+    corpus as :class:`CorpusRows` (its rows read from disk when used; only their offsets held)."""
 
-    def __init__(self, folder: str | Path, names: Iterable[str]):
-        self.folder, self.names = Path(folder), list(dict.fromkeys(names))
+    def __init__(self, folder: str | Path, names: Iterable[str], lazy: bool = False):
+        self.folder, self.names, self.lazy = Path(folder), list(dict.fromkeys(names)), lazy
         for name in self.names:  # a missing corpus stops here, naming the notebook to run, not at first use
             require_output(self.folder / f"{name}.jsonl", "corpus")
         self._held: tuple[str, list[dict]] | None = None
@@ -142,7 +206,8 @@ class CorpusShelf(Mapping):
             raise KeyError(name)
         if self._held is None or self._held[0] != name:
             self._held = None  # the one held goes before the next is read
-            self._held = (name, read_corpus(self.folder / f"{name}.jsonl"))
+            path = self.folder / f"{name}.jsonl"
+            self._held = (name, CorpusRows(path) if self.lazy else read_corpus(path))
             self.reads += 1
         return self._held[1]
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from helpers.core.hardware import available_memory
 from helpers.core.parallel import resolve_workers, run_jobs
+from helpers.data.corpus_files import CorpusRows
 from helpers.diversity.ngram_index import NGramIndex
 from helpers.diversity.rouge import max_pairwise_rouge2, rouge2_pairs, rouge_n_matrix
 
@@ -147,16 +148,21 @@ def memory_workers(requested: int, shard_words: Sequence[int], budget: int | Non
     return n, line
 
 
-def _shards(texts: Sequence[str], shard_words: int) -> list[tuple[int, int]]:
+def _shards(texts: Sequence[str], shard_words: int, sizes: list[int] | None = None) -> list[tuple[int, int]]:
     """``(start, stop)`` ranges of ``texts`` holding at most ``shard_words`` words each (whitespace words; a story
-    longer than that is a shard of its own): a story never straddles two shards."""
+    longer than that is a shard of its own): a story never straddles two shards. ``sizes``: a list the shards' word
+    counts are appended to (one pass over ``texts``, which may be read from disk)."""
     out, start, words = [], 0, 0
+    sizes = [] if sizes is None else sizes
     for i, t in enumerate(texts):
         w = t.count(" ") + 1
         if words and words + w > shard_words:
             out.append((start, i))
+            sizes.append(words)
             start, words = i, 0
         words += w
+    if len(texts):
+        sizes.append(words)
     return out + [(start, len(texts))] if len(texts) else out
 
 
@@ -166,6 +172,7 @@ def shard_matches(texts: Sequence[str], start: int, names: set[str], comps: dict
     masked) built over ``texts`` (the stories from number ``start`` on), and per split, for each completion, the
     longest run shared with a story of the shard, the same with names masked, and the ``shortlist`` closest stories
     as ``(-overlap, story number, score)``. A module-level function, so that shards can run in worker processes."""
+    texts = list(texts)  # one shard's stories, read once (from disk when they are CorpusRows)
     index = NGramIndex(texts, n=n)
     masked_index = NGramIndex([mask_names(t, names) for t in texts], n=n)
     return {split: ([index.longest_shared_run(c).length for c in cs],
@@ -196,7 +203,9 @@ def memorisation_rows(model: str, train_texts: Sequence[str], splits, *, n: int 
     :func:`helpers.core.parallel.run_jobs`) build and search shards side by side, each holding one shard's indexes:
     memory grows with the workers, the rows do not change. ``memory_budget`` (bytes, or ``"auto"``: 80 % of the memory
     available now, :func:`helpers.core.hardware.available_memory`; None: no limit) caps the workers so that the
-    shards searched side by side fit (:func:`memory_workers`), and ``log`` says how many run and why."""
+    shards searched side by side fit (:func:`memory_workers`), and ``log`` says how many run and why.
+    ``train_texts`` as :class:`helpers.data.corpus_files.CorpusRows` (notebook 03) are read from disk: each shard
+    reads its own stories when it is searched, so no whole budget is held (the paper's tiny-440M: ~5 GB as rows)."""
     if shard_words < 1:
         raise ValueError(f"shard_words must be >= 1; got {shard_words}")
     names = corpus_names(train_texts)
@@ -205,14 +214,16 @@ def memorisation_rows(model: str, train_texts: Sequence[str], splits, *, n: int 
     runs = {split: np.zeros(len(c), dtype=np.int64) for split, c in comps.items()}
     masked_runs = {split: np.zeros(len(c), dtype=np.int64) for split, c in comps.items()}
     near: dict[str, list[list[tuple[int, int, float]]]] = {split: [[] for _ in c] for split, c in comps.items()}
+    lazy = isinstance(train_texts, CorpusRows)  # read from disk: each job (process) reads its own shard when it runs
+    shard_sizes: list[int] = []
     jobs = {f"shard {k + 1} (stories {start:,}-{stop - 1:,})": dict(
-        texts=list(train_texts[start:stop]), start=start, names=names, comps=comps, masked_comps=masked_comps, n=n,
-        shortlist=shortlist) for k, (start, stop) in enumerate(_shards(train_texts, shard_words))}
+        texts=train_texts[start:stop] if lazy else list(train_texts[start:stop]), start=start, names=names, comps=comps,
+        masked_comps=masked_comps, n=n, shortlist=shortlist)
+        for k, (start, stop) in enumerate(_shards(train_texts, shard_words, shard_sizes))}
     if len(jobs) > 1:
         if memory_budget == "auto":
             avail = available_memory()
             memory_budget = None if avail is None else int(0.8 * avail)
-        shard_sizes = [sum(t.count(" ") + 1 for t in kw["texts"]) for kw in jobs.values()]
         workers, why = memory_workers(resolve_workers(workers, len(jobs)), shard_sizes,
                                       None if memory_budget is None else int(memory_budget))
         log(f"memorisation of {model}: {why}")

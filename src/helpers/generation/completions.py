@@ -85,16 +85,19 @@ def make_prompts(
         raise ValueError(f"frac must satisfy 0 < low <= high < 1, got {frac}")
     if min_words < 1 or max_words < min_words:
         raise ValueError(f"need 1 <= min_words <= max_words, got {min_words}, {max_words}")
-    rows = [s if isinstance(s, dict) else {"id": i, "text": s} for i, s in enumerate(stories)]
-    eligible = [r for r in rows if min_words <= len(r["text"].split()) <= max_words]
+    # story numbers, not rows: ``stories`` may be read from disk (CorpusRows), and only the chosen ones are read again
+    eligible = [i for i, s in enumerate(stories)
+                if min_words <= len((s["text"] if isinstance(s, dict) else s).split()) <= max_words]
     rng = random.Random(seed)
-    rng.shuffle(eligible)
+    rng.shuffle(eligible)  # the same permutation as shuffling the rows themselves
     if n is not None:
         if n > len(eligible):
             raise ValueError(f"asked for {n} prompts but only {len(eligible)} stories have {min_words}-{max_words} words")
         eligible = eligible[:n]
     out = []
-    for r in eligible:
+    for i in eligible:
+        s = stories[i]
+        r = s if isinstance(s, dict) else {"id": i, "text": s}
         f = rng.uniform(lo, hi)
         prompt, ending, k = truncate_story(r["text"], f)
         out.append(Prompt(r["id"], prompt, ending, f, k, len(r["text"].split())))
