@@ -28,6 +28,8 @@ def test_notebook_smoke(name, scratch, monkeypatch):
     manifest = json.loads((out / "manifest.json").read_text())
     key = name.removesuffix(".ipynb")
     assert key in manifest and manifest[key]["inputs_sha256"], "the notebook must record its inputs"
+    run = manifest[key]["run"]  # stamped by the runner: the cold run at this revision, summed over resumptions
+    assert run["attempts"] >= 1 and run["wall_seconds"] > 0 and run["revision"] == manifest[key]["git_revision"]
     last = json.loads((out / "timings_history.jsonl").read_text().splitlines()[-1])
     assert last["notebook"] == name and last["seconds"] > 0 and last["revision"]
     if Path("/proc/self/stat").exists():  # the kernel's memory, sampled while it ran (a kernel holds > 50 MiB)

@@ -519,8 +519,59 @@ def test_a_failed_run_keeps_the_times_of_the_notebooks_it_finished(tmp_path, mon
     rep = tmp_path / "reports" / "smoke"
     assert list(json.loads((rep / "timings.json").read_text())) == ["01_data_budgets.ipynb"]
     rows = [json.loads(line) for line in (rep / "timings_history.jsonl").read_text().splitlines()]
-    assert [r["notebook"] for r in rows] == ["01_data_budgets.ipynb"] and rows[0]["cpu"] and rows[0]["revision"]
+    assert [r["notebook"] for r in rows] == ["01_data_budgets.ipynb", "02_decoder_training.ipynb"]  # every attempt
+    assert [r["status"] for r in rows] == ["finished", "failed"] and rows[0]["cpu"] and rows[0]["revision"]
     assert rows[0]["gpus"] == ["Fake GPU"]
+
+
+def test_the_manifest_gives_each_notebooks_cold_run_summed_over_resumptions(tmp_path, monkeypatch):
+    """A notebook interrupted twice and then finished at one revision: its manifest entry's ``run`` counts three
+    attempts (two resumptions) and sums their wall times; a later rerun at that revision (skipping cached work) is
+    counted apart, and attempts at another revision not at all."""
+    import nbformat
+    import papermill as pm
+
+    from helpers import runner
+    from helpers.report import run_history as RH
+
+    monkeypatch.setenv("STORYBENCH_RUNS", str(tmp_path / "runs"))
+    monkeypatch.setenv("STORYBENCH_REPORTS", str(tmp_path / "reports"))
+    monkeypatch.setattr("helpers.report.reporting.write_requirements_lock", lambda profile: None)
+    monkeypatch.setattr("helpers.report.results.write_results", lambda profile, log=None: None)
+    monkeypatch.setattr(RH, "git_revision", lambda: "abc123")
+    rep = tmp_path / "reports" / "smoke"
+    outcome = iter([KeyboardInterrupt, KeyboardInterrupt, None, None])
+
+    def execute(input_path, output_path, **kw):
+        Path(output_path).parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nbformat.read(input_path, as_version=4), output_path)
+        if (err := next(outcome)) is not None:
+            raise err()
+        (rep / "manifest.json").write_text(json.dumps({"01_data_budgets": {"git_revision": "abc123"}}))
+
+    monkeypatch.setattr(pm, "execute_notebook", execute)
+    todo = runner.plan("smoke", runner.select(runner.notebooks(), "01", None))
+    for _ in range(2):
+        with pytest.raises(runner.RunInterrupted):
+            runner._run("smoke", todo, False)
+    runner._run("smoke", todo, False)
+    run = json.loads((rep / "manifest.json").read_text())["01_data_budgets"]["run"]
+    assert (run["revision"], run["attempts"], run["resumptions"], run["later_runs"]) == ("abc123", 3, 2, 0)
+    assert run["statuses"] == ["interrupted", "interrupted", "finished"]
+    rows = [json.loads(line) for line in (rep / "timings_history.jsonl").read_text().splitlines()]
+    assert run["wall_seconds"] == pytest.approx(sum(r["seconds"] for r in rows), abs=0.2)
+    runner._run("smoke", todo, False)  # a rerun that finds everything done
+    assert json.loads((rep / "manifest.json").read_text())["01_data_budgets"]["run"]["later_runs"] == 1
+    # the summary from history rows alone: another revision ignored, rows without a status count as finished
+    hist = [{"notebook": "a.ipynb", "revision": "r0", "seconds": 9.0, "status": "finished"},
+            {"notebook": "a.ipynb", "revision": "r1", "seconds": 5.0, "status": "failed", "peak_rss_mib": 10},
+            {"notebook": "a.ipynb", "revision": "r1", "seconds": 7.0, "peak_rss_mib": 30},
+            {"notebook": "b.ipynb", "revision": "r1", "seconds": 1.0}]
+    got = RH.cold_run(hist, "a.ipynb", "r1")
+    assert (got["attempts"], got["wall_seconds"], got["peak_rss_mib"]) == (2, 12.0, 30)
+    assert RH.cold_run(hist, "a.ipynb", "r2") is None
+    with pytest.raises(ValueError, match="status"):
+        RH.record_attempt("smoke", {"notebook": "a.ipynb", "seconds": 1.0}, "paused")
 
 
 def test_run_inputs_keys_files_by_their_place_in_the_run(tmp_path):

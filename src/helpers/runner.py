@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from helpers.core.artifacts import append_jsonl, remove_unwritten, write_text
+from helpers.core.artifacts import remove_unwritten, write_text
 from helpers.core.locking import ProfileBusy, ProfileLock
 from helpers.core.process_memory import TreePeak
 from helpers.core.progress import show_cell_output
@@ -383,6 +383,7 @@ def _run(profile: str, todo: list[tuple[Path, dict]], log_output: bool, rerun: s
         secrets = secret_values(params)
         t0, mem = time.time(), TreePeak().__enter__()  # the kernel's and its workers' memory, sampled as it runs
         print(f"\n=== {nb.name} ({profile}) -> {_short(out)}", flush=True)
+        status = "interrupted"  # what this attempt is unless it finishes or fails (the history keeps every attempt)
         try:
             pm.execute_notebook(
                 str(nb), str(out), parameters=params, kernel_name=kernel, cwd=str(Path(env_root) / "notebooks"),
@@ -390,7 +391,9 @@ def _run(profile: str, todo: list[tuple[Path, dict]], log_output: bool, rerun: s
                 # the kernel's own log (a Ctrl-C as it starts printed a ZMQError traceback): the runner says what failed
                 extra_arguments=["--IPKernelApp.log_level=CRITICAL"], **kernel_transport(),
             )
+            status = "finished"
         except PapermillExecutionError as e:
+            status = "failed"
             raise RunnerError(variant_text(redact(mask_secrets(
                 f"notebook {nb.name} failed in cell {e.cell_index} (execution count {e.exec_count}): {e.ename}: {e.evalue}; "
                 f"the partial executed copy is kept at {_short(out)}", secrets)), profile, rerun)
@@ -403,6 +406,7 @@ def _run(profile: str, todo: list[tuple[Path, dict]], log_output: bool, rerun: s
                 f"./run_all.sh --profile {profile} --from {nb_id(nb)}{rerun}"
             ) from None
         except DeadKernelError:
+            status = "failed"
             raise RunnerError(
                 f"notebook {nb.name}: the kernel died in {_running_cell(out)} (killed, or out of memory); "
                 f"the partial executed copy is kept at {_short(out)}"
@@ -410,13 +414,16 @@ def _run(profile: str, todo: list[tuple[Path, dict]], log_output: bool, rerun: s
         finally:  # finished, failed or interrupted: the executed copy holds no absolute path and no secret
             mem.__exit__(None, None, None)
             tidy_report(out, kernel, secrets)
+            if status != "finished":  # its time counts in the notebook's run summed over resumptions
+                record_attempt(profile, {"notebook": nb.name, "seconds": round(time.time() - t0, 1),
+                                         "peak_rss_mib": mem.peak_mib, "largest_process_mib": mem.largest_mib}, status)
         dt = time.time() - t0
         stale = remove_unwritten([out_dir.parent / "tables", out_dir.parent / "figures"], f"{nb_id(nb)}_", t0)
         if stale:  # an earlier version's outputs this notebook no longer writes: results.csv must not read them
             print(f"removed {len(stale)} output(s) {nb.name} no longer writes: {', '.join(f.name for f in stale)}", flush=True)
         timings.append({"notebook": nb.name, "seconds": round(dt, 1), "peak_rss_mib": mem.peak_mib,
                         "largest_process_mib": mem.largest_mib})
-        record_timing(profile, timings[-1])  # at once: a later failure or interruption does not lose it
+        record_attempt(profile, timings[-1])  # at once (a later failure does not lose it); the manifest's "run" too
         print(f"=== {nb.name} done in {dt / 60:.1f} min", flush=True)
     from helpers.report.reporting import write_requirements_lock  # lazily, as below: reporting imports torch (~2 s)
     from helpers.report.results import write_results
@@ -427,27 +434,12 @@ def _run(profile: str, todo: list[tuple[Path, dict]], log_output: bool, rerun: s
     return timings
 
 
-def record_timing(profile: str, timing: dict) -> None:
-    """Add one finished notebook's time to ``reports/<profile>/timings.json`` (each notebook's latest run: a rerun
-    that skips cached work shows only that) and append it to ``timings_history.jsonl`` (every run, with its date, git
-    revision, CPU and GPUs if any, so the time of a full run is not lost)."""
-    # lazily: hardware and reporting import torch (~2 s), which the runner's CLI checks (--help, params) do not need
-    from helpers.core.hardware import cpu_info, gpu_names
-    from helpers.report.reporting import git_revision
+def record_attempt(profile: str, timing: dict, status: str = "finished") -> None:
+    """:func:`helpers.report.run_history.record_attempt`, imported when a notebook ends: it imports torch (~2 s),
+    which the runner's command-line checks (--help, params) do not need."""
+    from helpers.report.run_history import record_attempt as record
 
-    timing_file = reports_dir(profile) / "timings.json"
-    try:
-        old = json.loads(timing_file.read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
-        old = {}
-    old[timing["notebook"]] = timing["seconds"]
-    write_text(timing_file, json.dumps(dict(sorted(old.items())), indent=2) + "\n")
-    cpu = cpu_info()
-    row = {**timing, "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "revision": git_revision(),
-           "cpu": cpu["label"], "cpu_flags": cpu["flags"], "cores": cpu["cores"]}
-    if gpus := gpu_names():
-        row["gpus"] = gpus
-    append_jsonl(reports_dir(profile) / "timings_history.jsonl", row)
+    record(profile, timing, status)
 
 
 def _short(p: Path) -> str:
