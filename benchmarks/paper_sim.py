@@ -13,7 +13,8 @@
    size and every model step costs little. Notebooks 03 and 05b generate with three budgets' decoders (5M, 50M and
    all of it), not seven, to bound memorisation's CPU time; 05 scores all seven. Runs and reports land in a variant
    folder under ``--dir/runs`` and ``--dir/reports``; run it again to resume (finished steps are skipped).
-3. Prints each notebook's wall time and peak memory (the kernel and its worker processes together, and the largest
+3. Prints each notebook's wall time and peak memory (the kernel and its worker processes together: all resident pages,
+   and the anonymous ones, without the pages of memory-mapped files read, which the kernel can drop; and the largest
    single process; the runner's ``timings_history.jsonl``) and the CPU.
 
 The equivalent command line is printed with ``--dry``; the numbers are what ``docs/running.md`` quotes.
@@ -123,10 +124,11 @@ def main(argv=None) -> int:
         from helpers.core.hardware import cpu_info
 
         print(f"\n{cpu_info()['label']}, {os.cpu_count()} cores; {int(a.words):,} TinyStories words")
-        print(f"{'notebook':<34} {'wall (min)':>10} {'peak RSS, tree (MiB)':>21} {'largest process (MiB)':>22}")
+        print(f"{'notebook':<34} {'wall (min)':>10} {'peak RSS, tree (MiB)':>21} {'of it anonymous (MiB)':>22} "
+              f"{'largest process (MiB)':>22}")
         for r in summary(root / "reports"):
             print(f"{r['notebook']:<34} {r['seconds'] / 60:>10.1f} {r.get('peak_rss_mib') or '-':>21} "
-                  f"{r.get('largest_process_mib') or '-':>22}")
+                  f"{r.get('peak_anon_mib') or '-':>22} {r.get('largest_process_mib') or '-':>22}")
     return 0
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ def _fake_proc(tmp_path: Path, procs: dict[int, tuple[int, int]]) -> Path:
         d.mkdir()
         rest = ["S", str(ppid)] + ["0"] * 19 + [str(pages)] + ["0"] * 10
         (d / "stat").write_text(f"{pid} (a (weird) name) " + " ".join(rest) + "\n")
+        (d / "statm").write_text(f"9999 {pages} 1 0 0 0 0\n")  # one file-backed page each
     (tmp_path / "self").mkdir()  # not a pid: skipped
     return tmp_path
 
@@ -28,6 +30,8 @@ def test_descendants_sum_over_the_whole_tree_but_not_the_root_or_strangers(tmp_p
     total, largest = M.descendants_rss(10, table)
     assert (total, largest) == ((7 + 11 + 2) * M.PAGE, 11 * M.PAGE)
     assert M.descendants_rss(12, table) == (0, 0)  # a leaf has no descendants
+    anon = M.process_table(proc, anon=True)
+    assert M.descendants_rss(10, anon) == ((6 + 10 + 1) * M.PAGE, 10 * M.PAGE)  # resident minus file-backed
 
 
 def test_tree_peak_sees_a_child_that_allocates_and_exits():
@@ -36,7 +40,14 @@ def test_tree_peak_sees_a_child_that_allocates_and_exits():
         subprocess.run([sys.executable, "-c", child], check=True)
     if not mem.available:
         pytest.skip("no /proc here")
-    assert mem.peak_mib >= 200 and mem.largest_mib >= 200
+    assert mem.peak_mib >= 200 and mem.largest_mib >= 200 and mem.peak_anon_mib >= 200  # anonymous memory
+    with M.TreePeak(interval=0.05) as mapped:  # a child reading a 200 MB file through a mapping: file pages, not anon
+        reader = ("import mmap, sys, time; f = open(sys.argv[1], 'rb'); m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ); "
+                  "s = sum(m[i] for i in range(0, len(m), 4096)); time.sleep(1.5)")
+        path = Path(tempfile.mkdtemp()) / "big.bin"
+        path.write_bytes(b"\1" * (200 * 2**20))
+        subprocess.run([sys.executable, "-c", reader, str(path)], check=True)
+    assert mapped.peak_mib >= 200 > mapped.peak_anon_mib + 100
     with M.TreePeak(interval=0.05) as idle:
         pass
     assert idle.peak_mib < 200  # nothing of the first window carried over
@@ -45,4 +56,4 @@ def test_tree_peak_sees_a_child_that_allocates_and_exits():
 def test_no_proc_gives_none(tmp_path):
     with M.TreePeak(proc=tmp_path / "none") as mem:
         pass
-    assert mem.peak_mib is None and mem.largest_mib is None
+    assert mem.peak_mib is None and mem.largest_mib is None and mem.peak_anon_mib is None

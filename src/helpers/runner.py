@@ -416,13 +416,14 @@ def _run(profile: str, todo: list[tuple[Path, dict]], log_output: bool, rerun: s
             tidy_report(out, kernel, secrets)
             if status != "finished":  # its time counts in the notebook's run summed over resumptions
                 record_attempt(profile, {"notebook": nb.name, "seconds": round(time.time() - t0, 1),
-                                         "peak_rss_mib": mem.peak_mib, "largest_process_mib": mem.largest_mib}, status)
+                                         "peak_rss_mib": mem.peak_mib, "peak_anon_mib": mem.peak_anon_mib,
+                                         "largest_process_mib": mem.largest_mib}, status)
         dt = time.time() - t0
         stale = remove_unwritten([out_dir.parent / "tables", out_dir.parent / "figures"], f"{nb_id(nb)}_", t0)
         if stale:  # an earlier version's outputs this notebook no longer writes: results.csv must not read them
             print(f"removed {len(stale)} output(s) {nb.name} no longer writes: {', '.join(f.name for f in stale)}", flush=True)
         timings.append({"notebook": nb.name, "seconds": round(dt, 1), "peak_rss_mib": mem.peak_mib,
-                        "largest_process_mib": mem.largest_mib})
+                        "peak_anon_mib": mem.peak_anon_mib, "largest_process_mib": mem.largest_mib})
         record_attempt(profile, timings[-1])  # at once (a later failure does not lose it); the manifest's "run" too
         print(f"=== {nb.name} done in {dt / 60:.1f} min", flush=True)
     from helpers.report.reporting import write_requirements_lock  # lazily, as below: reporting imports torch (~2 s)

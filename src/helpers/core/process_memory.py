@@ -4,9 +4,13 @@ starts (encoders, memorisation shards, fine-tuning), which ``getrusage`` cannot 
     with TreePeak() as mem:        # samples every descendant of this process twice a second
         run_the_notebook()
     mem.peak_mib, mem.largest_mib  # the largest sum over the tree, and the largest single process (MiB)
+    mem.peak_anon_mib              # the same sum over anonymous pages only (what the kernel cannot drop)
 
 The sum counts pages that forked processes share once per process, so it is an upper bound on the tree's memory;
-``largest_mib`` is the largest one process held. Where there is no ``/proc`` (macOS, Windows) both stay ``None``.
+``largest_mib`` is the largest one process held. RSS also counts the pages of memory-mapped files a process has read
+(notebook 02 reads its packed blocks, ~4 GB at 110M words, to fingerprint them): those are page cache, dropped
+under memory pressure, so ``peak_anon_mib`` (resident minus file-backed pages, from ``statm``) is the memory a run
+needs. Where there is no ``/proc`` (macOS, Windows) all stay ``None``.
 """
 from __future__ import annotations
 
@@ -17,8 +21,9 @@ from pathlib import Path
 PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
-def process_table(proc: Path = Path("/proc")) -> dict[int, tuple[int, int]]:
-    """``{pid: (parent pid, RSS bytes)}`` of every process readable under ``proc`` (empty where there is none)."""
+def process_table(proc: Path = Path("/proc"), anon: bool = False) -> dict[int, tuple[int, int]]:
+    """``{pid: (parent pid, RSS bytes)}`` of every process readable under ``proc`` (empty where there is none);
+    ``anon``: the resident pages that are not file-backed (``statm``'s resident minus shared) instead of all."""
     out = {}
     try:
         entries = list(proc.iterdir())
@@ -33,8 +38,12 @@ def process_table(proc: Path = Path("/proc")) -> dict[int, tuple[int, int]]:
             continue
         fields = stat[stat.rfind(")") + 2:].split()  # after "pid (comm) ": state, ppid, ..., rss is field 24 of stat
         try:
-            out[int(d.name)] = (int(fields[1]), int(fields[21]) * PAGE)
-        except (IndexError, ValueError):
+            rss = int(fields[21])
+            if anon:
+                resident, shared = (int(x) for x in (d / "statm").read_text().split()[1:3])
+                rss = resident - shared
+            out[int(d.name)] = (int(fields[1]), rss * PAGE)
+        except (IndexError, ValueError, OSError):
             continue
     return out
 
@@ -64,13 +73,14 @@ class TreePeak:
     def __init__(self, root: int | None = None, interval: float = 0.5, proc: Path = Path("/proc")):
         self.root, self.interval, self.proc = root or os.getpid(), interval, proc
         self.available = (proc / str(self.root) / "stat").exists()
-        self._peak = self._largest = 0
+        self._peak = self._largest = self._anon = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="storybench-memory")
 
     def sample(self) -> None:
         total, largest = descendants_rss(self.root, process_table(self.proc))
-        self._peak, self._largest = max(self._peak, total), max(self._largest, largest)
+        anon, _ = descendants_rss(self.root, process_table(self.proc, anon=True))
+        self._peak, self._largest, self._anon = max(self._peak, total), max(self._largest, largest), max(self._anon, anon)
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
@@ -90,6 +100,10 @@ class TreePeak:
     @property
     def peak_mib(self) -> int | None:
         return round(self._peak / 2**20) if self.available else None
+
+    @property
+    def peak_anon_mib(self) -> int | None:
+        return round(self._anon / 2**20) if self.available else None
 
     @property
     def largest_mib(self) -> int | None:

@@ -54,10 +54,12 @@ def cold_run(history: list[dict], notebook: str, revision: str) -> dict | None:
         return None
     cold = rows[:done + 1]
     peaks = [r["peak_rss_mib"] for r in cold if r.get("peak_rss_mib") is not None]
+    anon = [r["peak_anon_mib"] for r in cold if r.get("peak_anon_mib") is not None]
     return {"revision": revision, "attempts": len(cold), "resumptions": len(cold) - 1,
             "statuses": [r.get("status", "finished") for r in cold],
             "wall_seconds": round(sum(float(r["seconds"]) for r in cold), 1),
-            "peak_rss_mib": max(peaks) if peaks else None, "cpu": cold[-1].get("cpu"),
+            "peak_rss_mib": max(peaks) if peaks else None, "peak_anon_mib": max(anon) if anon else None,
+            "cpu": cold[-1].get("cpu"),
             "finished": cold[-1].get("finished"), "later_runs": len(rows) - len(cold)}
 
 
