@@ -294,3 +294,20 @@ def test_log_output_shows_what_the_cells_print(repo, tmp_path, monkeypatch, caps
     runner._run("smoke", [(nb01[0], {})], True)
     assert "[redo] tiny-10k: damaged; training it again" in capsys.readouterr().out
 
+
+
+def test_kernels_start_quiet_about_their_own_shutdown(tmp_path):
+    """The runner's kernels log nothing of their own (a Ctrl-C as one starts printed a ZMQError traceback) and silence
+    asyncio's "Task was destroyed but it is pending!" that a finished kernel printed when shut down (seen after 02b),
+    without adding a name to the notebook's namespace."""
+    import nbformat
+    import papermill as pm
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "print('logging' in dir())\nimport logging\nprint(logging.getLogger('asyncio').level)")])
+    nbformat.write(nb, tmp_path / "in.ipynb")
+    pm.execute_notebook(str(tmp_path / "in.ipynb"), str(tmp_path / "out.ipynb"), kernel_name=runner.kernel_name(),
+                        progress_bar=False, extra_arguments=runner.KERNEL_ARGS)
+    out = nbformat.read(tmp_path / "out.ipynb", as_version=4).cells[0].outputs
+    assert out[0]["text"].split() == ["False", "50"]
+    assert "--IPKernelApp.log_level=CRITICAL" in runner.KERNEL_ARGS

@@ -187,6 +187,10 @@ def run(profile: str = "cpu", only: str | None = None, start: str | None = None,
 KERNEL_NAME = "storybench"  # registered by ./run_all.sh's set-up (ipykernel install --sys-prefix)
 KERNEL_DISPLAY_NAMES = {KERNEL_NAME: "Python (storybench)"}  # as run_all.sh registers it
 FALLBACK_KERNEL = "python3"  # ipykernel's own kernel of the running Python
+# the kernel's own log (a Ctrl-C as it starts printed a ZMQError traceback: the runner says what failed), and asyncio's
+# "Task was destroyed but it is pending!" for ipykernel's control task when a finished kernel is shut down
+KERNEL_ARGS = ["--IPKernelApp.log_level=CRITICAL",
+               "--IPKernelApp.exec_lines=__import__('logging').getLogger('asyncio').setLevel(50)"]
 
 
 def kernel_name() -> str | None:
@@ -388,8 +392,7 @@ def _run(profile: str, todo: list[tuple[Path, dict]], log_output: bool, rerun: s
             pm.execute_notebook(
                 str(nb), str(out), parameters=params, kernel_name=kernel, cwd=str(Path(env_root) / "notebooks"),
                 progress_bar=False, log_output=log_output, request_save_on_cell_execute=True,
-                # the kernel's own log (a Ctrl-C as it starts printed a ZMQError traceback): the runner says what failed
-                extra_arguments=["--IPKernelApp.log_level=CRITICAL"], **kernel_transport(),
+                extra_arguments=KERNEL_ARGS, **kernel_transport(),
             )
             status = "finished"
         except PapermillExecutionError as e:
