@@ -463,13 +463,20 @@ def test_memorisation_rows_are_the_same_over_any_shards():
     # shards searched in two worker processes (the paper profile's memorisation_workers): the same rows
     logged = []
     assert M.memorisation_rows("m", stories, splits, n=3, shortlist=2, min_words=20, shard_words=1, workers=2,
-                               log=logged.append) == whole
+                               log=logged.append, cores=2) == whole
     assert any("2 worker processes" in line for line in logged), logged
     assert any("2 worker(s) of the 2 asked" in line for line in logged), logged
+    # more workers asked than cores (8, so one per shard: 5): one per core, said so (5 on 2 cores held 5 shards for nothing)
+    logged = []
+    assert M.memorisation_rows("m", stories, splits, n=3, shortlist=2, min_words=20, shard_words=1, workers=8,
+                               log=logged.append, cores=2) == whole
+    assert any("2 worker(s) of the 2 asked" in line and "(5 asked: at most one per CPU core, 2)" in line
+               for line in logged), logged
+    assert M.usable_cores() >= 1
     # a memory budget that holds one shard's indexes only: one worker, said so, the same rows
     logged = []
     assert M.memorisation_rows("m", stories, splits, n=3, shortlist=2, min_words=20, shard_words=1, workers=2,
-                               memory_budget=30 * M.WORKER_BYTES_PER_WORD, log=logged.append) == whole
+                               memory_budget=30 * M.WORKER_BYTES_PER_WORD, log=logged.append, cores=2) == whole
     assert any("1 worker(s) of the 2 asked" in line for line in logged), logged
     with pytest.raises(ValueError, match="shard_words must be >= 1"):
         M.memorisation_rows("m", stories, splits, shard_words=0)

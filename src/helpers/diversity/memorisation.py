@@ -5,6 +5,7 @@ story retold with its characters renamed is still found as a copy (:func:`templa
 of all of them, per model and prompt split: :func:`memorisation_rows`."""
 from __future__ import annotations
 
+import os
 import re
 from typing import Iterable, Sequence
 
@@ -124,6 +125,11 @@ SHARD_WORDS = 20_000_000  # training words per pair of indexes held at once by m
 WORKER_BYTES_PER_WORD = 180
 
 
+def usable_cores() -> int:
+    """The CPU cores this process may run on (its affinity where the system says, else all)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def memory_workers(requested: int, shard_words: Sequence[int], budget: int | None,
                    bytes_per_word: int = WORKER_BYTES_PER_WORD) -> tuple[int, str]:
     """How many shards to search side by side within ``budget`` bytes: ``requested`` (already resolved to a number),
@@ -183,7 +189,8 @@ def shard_matches(texts: Sequence[str], start: int, names: set[str], comps: dict
 
 def memorisation_rows(model: str, train_texts: Sequence[str], splits, *, n: int = 3, shortlist: int = 20,
                       min_words: int = 20, shard_words: int = SHARD_WORDS, workers: int | str = 1,
-                      memory_budget: int | str | None = "auto", log=print) -> tuple[list[dict], list[dict]]:
+                      memory_budget: int | str | None = "auto", log=print,
+                      cores: int | None = None) -> tuple[list[dict], list[dict]]:
     """Notebook 03's memorisation measures of one model's greedy completions. ``splits``: prompt split name ->
     (completions, the real endings of their prompts). Against the ``train_texts`` (one :class:`NGramIndex` of order
     ``n``, and one with the corpus' names masked) each completion gets its ROUGE-2 against the real ending, its
@@ -203,7 +210,9 @@ def memorisation_rows(model: str, train_texts: Sequence[str], splits, *, n: int 
     :func:`helpers.core.parallel.run_jobs`) build and search shards side by side, each holding one shard's indexes:
     memory grows with the workers, the rows do not change. ``memory_budget`` (bytes, or ``"auto"``: 80 % of the memory
     available now, :func:`helpers.core.hardware.available_memory`; None: no limit) caps the workers so that the
-    shards searched side by side fit (:func:`memory_workers`), and ``log`` says how many run and why.
+    shards searched side by side fit (:func:`memory_workers`), and ``log`` says how many run and why. The workers
+    never outnumber the CPU cores this process may use (``cores``; default all of them): more would hold more shards
+    in memory without searching any faster.
     ``train_texts`` as :class:`helpers.data.corpus_files.CorpusRows` (notebook 03) are read from disk: each shard
     reads its own stories when it is searched, so no whole budget is held (the paper's tiny-440M: ~5 GB as rows)."""
     if shard_words < 1:
@@ -224,9 +233,10 @@ def memorisation_rows(model: str, train_texts: Sequence[str], splits, *, n: int 
         if memory_budget == "auto":
             avail = available_memory()
             memory_budget = None if avail is None else int(0.8 * avail)
-        workers, why = memory_workers(resolve_workers(workers, len(jobs)), shard_sizes,
+        asked, cores = resolve_workers(workers, len(jobs)), cores or usable_cores()
+        workers, why = memory_workers(min(asked, cores), shard_sizes,  # more processes than cores: memory, no speed
                                       None if memory_budget is None else int(memory_budget))
-        log(f"memorisation of {model}: {why}")
+        log(f"memorisation of {model}: {why}" + (f" ({asked} asked: at most one per CPU core, {cores})" if asked > cores else ""))
     found = run_jobs(shard_matches, jobs, workers, desc=f"memorisation shards of {model}", log=log) \
         if len(jobs) > 1 else {name: shard_matches(**kw) for name, kw in jobs.items()}
     for shard in found.values():  # maxima and a pooled shortlist: the order of the shards does not matter
