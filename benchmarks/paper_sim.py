@@ -100,11 +100,26 @@ def summary(reports: Path) -> list[dict]:
     return [latest[k] for k in sorted(latest)]
 
 
+def again(runner, overrides: dict[str, dict], ids: list[str]) -> None:
+    """Run the notebooks ``ids`` once more in the full run's variant folders (what ``runner.run`` does for a variant,
+    for a subset: its folders are named by all the overrides, so ``--only`` with fewer ``--set`` would start anew)."""
+    from helpers.core.locking import ProfileLock
+    from helpers.core.overrides import variant_roots
+
+    todo = [(nb, p) for nb, p in runner.plan("paper", runner.notebooks(), overrides) if runner.nb_id(nb) in ids]
+    runs, reports = variant_roots("paper", overrides)
+    os.environ["STORYBENCH_RUNS"], os.environ["STORYBENCH_REPORTS"] = str(runs), str(reports)
+    with ProfileLock("paper"):
+        runner._run("paper", todo, False)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--words", type=float, default=110e6, help="TinyStories words of the train file (default 110e6)")
     ap.add_argument("--dir", type=Path, required=True, help="where the files, runs and reports go (tens of GB at 440M)")
     ap.add_argument("--dry", action="store_true", help="check the overrides and print the --set line; run nothing")
+    ap.add_argument("--again", help="comma-separated notebooks (e.g. 03) to run again in the same run folder after a "
+                                    "full run (the runner itself refuses overrides of notebooks outside --only)")
     a = ap.parse_args(argv)
     root = a.dir.resolve()
     os.environ["STORYBENCH_RUNS"], os.environ["STORYBENCH_REPORTS"] = str(root / "runs"), str(root / "reports")
@@ -119,7 +134,10 @@ def main(argv=None) -> int:
     made = scale_01.build_corpus(root, int(a.words), baby_words=10e6)
     print(f"corpus under {root / 'full'}: {made or 'reused'} ({time.perf_counter() - t:.0f} s)", flush=True)
     try:
-        runner.run("paper", overrides=overrides)
+        if a.again:
+            again(runner, overrides, a.again.split(","))
+        else:
+            runner.run("paper", overrides=overrides)
     finally:
         from helpers.core.hardware import cpu_info
 

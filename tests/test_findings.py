@@ -361,6 +361,10 @@ def test_glue_majority_counts_results_at_or_below_the_baseline():
     assert "1 more are above it by less than" in s[0] and "so 1 of 4 beat the baseline beyond noise (b on cola)" in s[0]
     assert s[1] == "1 of 4 runs predict a single class for every test example (a on mrpc)"
     assert "not recorded" in findings.glue_majority(runs.drop(columns="single_class"), majority)[1]
+    # every run at or below the baseline (the paper-sim run: cola -0.25, rte at chance): nothing above, no error
+    low = runs.assign(score=[0.5, 0.5, -0.25, 0.0], ci_low=[0.3, 0.3, -0.5, -0.1])
+    s = findings.glue_majority(low, majority)
+    assert s[0].startswith("4 of 4 task × model results are at or below") and "so 0 of 4 beat the baseline" in s[0]
 
 
 def test_data_budget_sentences():

@@ -104,7 +104,8 @@ def glue_majority(runs: pd.DataFrame, majority: pd.DataFrame) -> list[str]:
     b = part["task"].map(base)
     at_or_below = part[part["score"] <= b + 1e-12]
     above = part[part["score"] > b + 1e-12]
-    within = above[above["ci_low"] <= above["task"].map(base)]
+    # as floats: with no run above the baseline the mapped Series is empty and keeps the tasks' string dtype
+    within = above[above["ci_low"] <= above["task"].map(base).astype(float)]
     beyond = above.drop(index=within.index)
     counts = [(t, int(at_or_below["task"].eq(t).sum()), int(part["task"].eq(t).sum())) for t in base.index]
     out = [f"{len(at_or_below)} of {len(part)} task × model results are at or below the majority-class baseline "
