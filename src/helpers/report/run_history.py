@@ -11,7 +11,7 @@ from pathlib import Path
 
 from helpers.core.artifacts import append_jsonl, read_json, read_jsonl, write_json, write_text
 from helpers.core.config import reports_dir
-from helpers.core.hardware import cpu_info, gpu_names
+from helpers.core import hardware  # as a module: what runs on the machine is read at call time (and patchable)
 from helpers.report.reporting import git_revision
 
 STATUSES = ("finished", "interrupted", "failed")
@@ -24,11 +24,11 @@ def record_attempt(profile: str, timing: dict, status: str = "finished") -> dict
     if status not in STATUSES:
         raise ValueError(f"status must be one of {STATUSES}, not {status!r}")
     folder = reports_dir(profile)
-    cpu = cpu_info()
+    cpu = hardware.cpu_info()
     revision = git_revision()
     row = {**timing, "status": status, "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "revision": revision, "cpu": cpu["label"], "cpu_flags": cpu["flags"], "cores": cpu["cores"]}
-    if gpus := gpu_names():
+    if gpus := hardware.gpu_names():
         row["gpus"] = gpus
     append_jsonl(folder / "timings_history.jsonl", row)
     if status != "finished":
