@@ -345,6 +345,17 @@ def test_seed_budget_recomputes_the_mde_on_the_first_k_seeds_and_projects_beyond
     # arms without two shared seeds: one row saying so
     one = pd.concat([_noisy_rows("A", {42: 0.0}, seed=5), _noisy_rows("B", {42: 0.0}, seed=6)])
     assert C.seed_budget(one, q).iloc[0]["reading"].startswith("untestable here")
+    # a run with one seed per arm only (the paper profile): the columns are there, empty, and the figure says why
+    import matplotlib.pyplot as plt
+
+    from helpers.report import evaluation_views as EV
+
+    lone = C.seed_budget(one, q)
+    assert list(lone.columns[:len(C.SEED_BUDGET_COLUMNS)]) == list(C.SEED_BUDGET_COLUMNS)
+    assert lone.dropna(subset=["MDE with the first k seeds"]).empty
+    fig = EV.plot_seed_budget(lone, title="t")
+    assert "no question has two training seeds" in " ".join(t.get_text() for t in fig.axes[0].texts)
+    plt.close(fig)
 
 
 def test_equivalence_only_by_tost_against_the_margin_set_before():

@@ -343,7 +343,14 @@ def seed_budget(rows: pd.DataFrame, questions: Sequence[Mapping[str, Any]], most
                             sd_all, k, paired=True, power=power) <= 2 * abs(effect) else "no",
                         "reading": f"measured on {k} of the run's {len(order)} seeds" if k <= len(order)
                         else f"projected from the SD of the run's {len(order)} seeds"})
-    return pd.DataFrame(out)
+    # every column present whatever the run (with one seed per arm, as the paper profile, no row has an MDE)
+    return pd.DataFrame(out, columns=list(dict.fromkeys([*SEED_BUDGET_COLUMNS, *(k for r in out for k in r)])))
+
+
+#: the columns of :func:`seed_budget`, in order
+SEED_BUDGET_COLUMNS = ("question", "task", "A", "B", "observed effect", "seeds for MDE ≤ 2 × |effect|", "seeds per arm",
+                       "first seeds", "seed SD (first k)", "MDE with the first k seeds", "MDE projected from all seeds",
+                       "pays for seeds (MDE ≤ 2 × |effect|)", "reading")
 
 
 def arm_summary(intervals: pd.DataFrame, confidence: float = 0.95,

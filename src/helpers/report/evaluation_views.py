@@ -121,12 +121,17 @@ def plot_seed_budget(budget: pd.DataFrame, title: str = ""):
         colour = sns.color_palette("tab10")[j % 10]
         ax.plot(g["seeds per arm"], g["MDE projected from all seeds"], "--", color=colour, lw=1)
         ax.plot(g["seeds per arm"], g["MDE with the first k seeds"], "o-", color=colour, label=label[(q, t)])
-    ax.set_yscale("log")
+    if names:
+        ax.set_yscale("log")
+    else:  # one seed per arm (the paper profile): nothing to measure or project, and the panel says so
+        ax.text(0.5, 0.5, "no question has two training seeds per arm:\nno minimum detectable effect to show",
+                ha="center", va="center", transform=ax.transAxes)
     ax.set(xlabel="training seeds per arm (paired)",
            ylabel="minimum detectable effect (points, 80 % power)")
     ax.set_xticks(sorted(part["seeds per arm"].unique()))
-    fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncol=ncol, frameon=False,
-               fontsize=font_pt(key="legend.fontsize"))
+    if names:
+        fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncol=ncol, frameon=False,
+                   fontsize=font_pt(key="legend.fontsize"))
     if title:
         ax.set_title(wrap(title + " (solid: measured on the first k seeds; dashed: projected from all)",
                           FIGURE_WIDTH - 3.2, font_pt(key="axes.titlesize")))
