@@ -69,16 +69,8 @@ def overrides_for(root: Path) -> dict[str, dict]:
     from helpers.core.config import read_yaml
 
     p01 = read_yaml(ROOT / "params" / "paper" / "01_data_budgets.yaml")
-    full = root / "full"
-
-    def absolute(x):
-        if isinstance(x, str):
-            return str(full / x.removeprefix("full/"))
-        if isinstance(x, list):
-            return [absolute(v) for v in x]
-        return {k: absolute(v) for k, v in x.items()}
-
-    paths = {k: absolute(p01[k]) for k in ("tinystories_train", "tinystories_valid", "babylm_files", "babylm_heldout_files")}
+    paths = {k: scale_01.absolute_paths(p01[k], root / "full")
+             for k in ("tinystories_train", "tinystories_valid", "babylm_files", "babylm_heldout_files")}
     return {"01": paths, **SIM}
 
 

@@ -202,6 +202,18 @@ def build_corpus(root: Path, words: int, seed: int = 0, baby_words: float | None
     return made
 
 
+def absolute_paths(x, full: Path):
+    """A params value with its data paths (``full/...``, as the paper profile names them) under ``full`` instead: a
+    string, or the strings inside lists and mappings; anything else as it is."""
+    if isinstance(x, str):
+        return str(full / x.removeprefix("full/"))
+    if isinstance(x, list):
+        return [absolute_paths(v, full) for v in x]
+    if isinstance(x, dict):
+        return {k: absolute_paths(v, full) for k, v in x.items()}
+    return x
+
+
 def params_for(root: Path, words: int, budgets: list[float] | None = None, fixed: list[int] | None = None) -> dict:
     """Notebook 01's parameters for the files of :func:`build_corpus`: the paper profile's, with its budgets scaled
     by ``words``/440M (or ``budgets``, fractions of ``words``; the last is the full budget). ``fixed``: budgets of
@@ -213,17 +225,7 @@ def params_for(root: Path, words: int, budgets: list[float] | None = None, fixed
     scale = words / 440e6
     fracs = budgets or [b / 440e6 for b in PAPER_BUDGETS]
     tiny = sorted({int(round(f * words)) for f in fracs})
-    full = root / "full"
-
-    def absolute(x):
-        if isinstance(x, str):
-            return str(full / x.removeprefix("full/"))
-        if isinstance(x, list):
-            return [absolute(v) for v in x]
-        if isinstance(x, dict):
-            return {k: absolute(v) for k, v in x.items()}
-        return x
-
+    absolute = functools.partial(absolute_paths, full=root / "full")
     p.update(profile="paper", tinystories_train=absolute(p["tinystories_train"]),
              tinystories_valid=absolute(p["tinystories_valid"]), babylm_files=absolute(p["babylm_files"]),
              babylm_heldout_files=absolute(p["babylm_heldout_files"]), tiny_budgets=tiny, full_budget=tiny[-1],
