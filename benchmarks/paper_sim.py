@@ -10,7 +10,8 @@
    data paths point at ``--dir``; everything about the data is the paper's (budgets 5M ... 100M words and "all of
    it", the mixes, tokenizers of 16,384 types, D_gen from the 5M-word decoder); the models, steps and sample counts
    are the smoke profile's (a 32-wide, 2-layer decoder, a dozen steps, a few prompts), so every data step runs at
-   size and every model step costs little. Notebooks 03 and 05b generate with three budgets' decoders (5M, 50M and
+   size and every model step costs little. Below ~106M words only the budgets the corpus can hold run (e.g. at 20M:
+   5M, 10M and all of it; :func:`fitting_budgets`). Notebooks 03 and 05b generate with three budgets' decoders (5M, 50M and
    all of it), not seven, to bound memorisation's CPU time; 05 scores all seven. Runs and reports land in a variant
    folder under ``--dir/runs`` and ``--dir/reports``; run it again to resume (finished steps are skipped).
 3. Prints each notebook's wall time and peak memory (the kernel and its worker processes together: all resident pages,
@@ -64,14 +65,40 @@ SIM = {
 }
 
 
-def overrides_for(root: Path) -> dict[str, dict]:
-    """:data:`SIM` plus notebook 01's data paths under ``root`` (absolute: the generated files are not in ``data/``)."""
+def name(words: int) -> str:
+    return f"tiny-{words // 1_000_000}M"
+
+
+def fitting_budgets(words: float) -> dict[str, dict]:
+    """Overrides naming only the budgets a corpus of ``words`` words can hold: those below 95 % of it (the held-out
+    reserve comes first), and the full budget (``tiny-440M``: all of the rest). Empty when every budget fits
+    (>= ~106M words). The notebooks that list budgets by name list the kept ones; 03 and 05b's three models become the
+    generator, the largest kept budget and all of it, and 02b studies the largest kept budget."""
+    from helpers.core.config import read_yaml
+
+    p01 = read_yaml(ROOT / "params" / "paper" / "01_data_budgets.yaml")
+    full = int(p01["full_budget"])
+    kept = [int(b) for b in p01["tiny_budgets"] if int(b) < 0.95 * words or int(b) == full]
+    if len(kept) == len(p01["tiny_budgets"]):
+        return {}
+    names = [name(b) for b in kept]
+    three = list(dict.fromkeys([THREE[0], names[-2], names[-1]]))
+    return {"01": {"tiny_budgets": kept}, "02": {"budgets": names}, "02b": {"budget": names[-2]},
+            "03": {"models": three}, "05": {"decoders": names}, "05b": {"models": three}}
+
+
+def overrides_for(root: Path, words: float = 110e6) -> dict[str, dict]:
+    """:data:`SIM` plus notebook 01's data paths under ``root`` (absolute: the generated files are not in ``data/``),
+    and the budgets a corpus of ``words`` words can hold (:func:`fitting_budgets`)."""
     from helpers.core.config import read_yaml
 
     p01 = read_yaml(ROOT / "params" / "paper" / "01_data_budgets.yaml")
     paths = {k: scale_01.absolute_paths(p01[k], root / "full")
              for k in ("tinystories_train", "tinystories_valid", "babylm_files", "babylm_heldout_files")}
-    return {"01": paths, **SIM}
+    out = {"01": paths, **SIM}
+    for nb, o in fitting_budgets(words).items():
+        out[nb] = {**out.get(nb, {}), **o}
+    return out
 
 
 def set_line(overrides: dict[str, dict]) -> str:
@@ -117,7 +144,7 @@ def main(argv=None) -> int:
     os.environ["STORYBENCH_RUNS"], os.environ["STORYBENCH_REPORTS"] = str(root / "runs"), str(root / "reports")
     from helpers import runner
 
-    overrides = overrides_for(root)
+    overrides = overrides_for(root, a.words)
     runner.plan("paper", runner.notebooks(), overrides)  # the runner's parameter checks, before anything is built
     if a.dry:
         print(set_line(overrides))

@@ -511,3 +511,30 @@ def test_stories_read_from_disk_give_the_same_prompts_and_memorisation_rows(tmp_
     for shard_words, workers in ((10**9, 1), (30, 1), (30, 2)):
         assert M.memorisation_rows("m", texts, splits, n=3, shortlist=2, min_words=20, shard_words=shard_words,
                                    workers=workers, log=lambda *_: None) == whole
+
+
+def test_paper_sim_below_the_largest_budgets_runs_only_the_budgets_the_corpus_holds(tmp_path):
+    """``benchmarks/paper_sim.py --words 20e6``: budgets of 25M words and more cannot be cut from 20M words, so the
+    notebooks name 5M, 10M and all of it, and the runner's parameter check accepts the overrides; at 110M words every
+    budget fits and the overrides stay those of the measured run."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    from helpers import runner
+
+    bench = Path(__file__).resolve().parents[1] / "benchmarks"
+    sys.path.insert(0, str(bench))
+    try:
+        spec = importlib.util.spec_from_file_location("paper_sim", bench / "paper_sim.py")
+        sim = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sim)
+    finally:
+        sys.path.remove(str(bench))
+    small = sim.overrides_for(tmp_path, 20e6)
+    assert small["01"]["tiny_budgets"] == [5_000_000, 10_000_000, 440_000_000]
+    assert small["02"]["budgets"] == small["05"]["decoders"] == ["tiny-5M", "tiny-10M", "tiny-440M"]
+    assert small["03"]["models"] == small["05b"]["models"] == ["tiny-5M", "tiny-10M", "tiny-440M"]
+    assert small["02b"]["budget"] == "tiny-10M" and small["03"]["max_words"] == sim.SIM["03"]["max_words"]
+    runner.plan("paper", runner.notebooks(), small)
+    assert sim.fitting_budgets(110e6) == {} and sim.overrides_for(tmp_path, 110e6)["03"] == sim.SIM["03"]
