@@ -694,3 +694,11 @@ def test_compare_runs_deltas_give_each_change_its_old_interval(tmp_path, capsys)
     assert compare_runs.main([str(tmp_path / "o"), str(tmp_path / "n"), "--deltas"]) == 1
     out = capsys.readouterr().out
     assert "2 changed numbers; 1 of 2 with an interval lie inside the old run's 95 % interval" in out
+
+
+def test_compare_runs_deltas_count_a_flipped_boolean_column_as_a_change():
+    """A verdict column of booleans (e.g. "shown") that flips is a change of 1, not numpy's boolean-subtract error."""
+    from helpers.report import compare_runs
+    old = pd.DataFrame({"question": ["q1", "q2"], "shown": [True, False], "effect": [1.0, 2.0]})
+    d = compare_runs.deltas("t.csv", old, old.assign(shown=[False, False], effect=[1.0, 2.5]))
+    assert d[["column", "change"]].values.tolist() == [["shown", -1.0], ["effect", 0.5]]

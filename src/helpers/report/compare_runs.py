@@ -91,7 +91,7 @@ def deltas(name: str, a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
                 continue
             lo, hi = (a.at[i, iv[0]], a.at[i, iv[1]]) if iv else (float("nan"), float("nan"))
             rows.append({"table": name, "row": " · ".join(str(a.at[i, k]) for k in keys[:3]) or str(i), "column": c,
-                         "old": x, "new": y, "change": y - x, "old CI low": lo, "old CI high": hi,
+                         "old": x, "new": y, "change": float(y) - float(x), "old CI low": lo, "old CI high": hi,
                          "within old interval": (bool(lo <= y <= hi) if iv and pd.notna(lo) else None)})
     return pd.DataFrame(rows, columns=["table", "row", "column", "old", "new", "change", "old CI low", "old CI high",
                                        "within old interval"])
