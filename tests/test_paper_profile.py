@@ -524,13 +524,13 @@ def test_paper_sim_below_the_largest_budgets_runs_only_the_budgets_the_corpus_ho
     from helpers import runner
 
     bench = Path(__file__).resolve().parents[1] / "benchmarks"
-    sys.path.insert(0, str(bench))
-    try:
+    saved = list(sys.path)  # the script puts benchmarks/ first; left there, its parallel_jobs.py would shadow the
+    try:                    # tests' own in later worker processes (tests/test_parallel.py hung on that)
         spec = importlib.util.spec_from_file_location("paper_sim", bench / "paper_sim.py")
         sim = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(sim)
     finally:
-        sys.path.remove(str(bench))
+        sys.path[:] = saved
     small = sim.overrides_for(tmp_path, 20e6)
     assert small["01"]["tiny_budgets"] == [5_000_000, 10_000_000, 440_000_000]
     assert small["02"]["budgets"] == small["05"]["decoders"] == ["tiny-5M", "tiny-10M", "tiny-440M"]
