@@ -1,9 +1,11 @@
 """The runner's per-notebook memory: the peak over a process tree, read from a fake /proc and from real children."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -57,3 +59,15 @@ def test_no_proc_gives_none(tmp_path):
     with M.TreePeak(proc=tmp_path / "none") as mem:
         pass
     assert mem.peak_mib is None and mem.largest_mib is None and mem.peak_anon_mib is None
+
+
+def test_heartbeat_file_holds_the_label_and_the_time_so_far_and_goes_when_the_window_closes(tmp_path):
+    beat = tmp_path / "reports" / ".attempt-01.json"
+    with M.TreePeak(interval=0.02, heartbeat=beat, label={"notebook": "01.ipynb"}, every=0.05):
+        time.sleep(0.3)
+        row = json.loads(beat.read_text())
+    assert row["notebook"] == "01.ipynb" and 0.05 <= row["seconds"] <= 5 and "peak_anon_mib" in row and row["finished"]
+    assert not beat.exists()
+    with M.TreePeak(proc=tmp_path / "none", heartbeat=beat, label={"notebook": "02.ipynb"}) as mem:  # no /proc
+        assert json.loads(beat.read_text())["notebook"] == "02.ipynb"  # written at the start, whatever the sampling
+    assert mem.peak_mib is None and not beat.exists()

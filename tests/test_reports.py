@@ -574,6 +574,44 @@ def test_the_manifest_gives_each_notebooks_cold_run_summed_over_resumptions(tmp_
         RH.record_attempt("smoke", {"notebook": "a.ipynb", "seconds": 1.0}, "paused")
 
 
+def test_an_attempt_killed_outright_is_recorded_by_the_next_from_its_heartbeat(tmp_path, monkeypatch):
+    """SIGKILL runs no ``finally``: the attempt's heartbeat file (written by its memory sampler) is all that is left.
+    The next attempt records it as ``killed`` with the seconds it had reached, and the manifest's cold run counts it."""
+    import nbformat
+    import papermill as pm
+
+    from helpers import runner
+    from helpers.core.process_memory import TreePeak
+    from helpers.report import run_history as RH
+
+    monkeypatch.setenv("STORYBENCH_RUNS", str(tmp_path / "runs"))
+    monkeypatch.setenv("STORYBENCH_REPORTS", str(tmp_path / "reports"))
+    monkeypatch.setattr("helpers.report.reporting.write_requirements_lock", lambda profile: None)
+    monkeypatch.setattr("helpers.report.results.write_results", lambda profile, log=None: None)
+    monkeypatch.setattr(RH, "git_revision", lambda: "abc123")
+    rep = tmp_path / "reports" / "smoke"
+    beat, label = RH.start_attempt("smoke", "01_data_budgets.ipynb")  # as the runner starts an attempt
+    killed = TreePeak(heartbeat=beat, label=label, every=0.05).__enter__()
+    killed._t0 -= 600  # ten minutes in
+    killed.beat()
+    killed._stop.set()  # ... and the process dies: no __exit__, the file stays
+    assert beat.exists() and json.loads(beat.read_text())["seconds"] >= 600
+
+    def execute(input_path, output_path, **kw):
+        Path(output_path).parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nbformat.read(input_path, as_version=4), output_path)
+        assert beat.exists()  # this attempt's own heartbeat, written at its start
+        (rep / "manifest.json").write_text(json.dumps({"01_data_budgets": {"git_revision": "abc123"}}))
+
+    monkeypatch.setattr(pm, "execute_notebook", execute)
+    runner._run("smoke", runner.plan("smoke", runner.select(runner.notebooks(), "01", None)), False)
+    rows = [json.loads(line) for line in (rep / "timings_history.jsonl").read_text().splitlines()]
+    assert [r["status"] for r in rows] == ["killed", "finished"] and rows[0]["revision"] == "abc123"
+    run = json.loads((rep / "manifest.json").read_text())["01_data_budgets"]["run"]
+    assert (run["attempts"], run["statuses"]) == (2, ["killed", "finished"]) and run["wall_seconds"] >= 600
+    assert not list(rep.glob(".attempt-*.json"))  # the finished attempt removed its own
+
+
 def test_run_inputs_keys_files_by_their_place_in_the_run(tmp_path):
     from helpers.core.digests import sha256_file
     from helpers.report import reporting

@@ -385,7 +385,8 @@ def _run(profile: str, todo: list[tuple[Path, dict]], log_output: bool, rerun: s
     for nb, params in todo:
         out = out_dir / nb.name
         secrets = secret_values(params)
-        t0, mem = time.time(), TreePeak().__enter__()  # the kernel's and its workers' memory, sampled as it runs
+        beat, label = run_history().start_attempt(profile, nb.name)  # an attempt killed before this one: recorded
+        t0, mem = time.time(), TreePeak(heartbeat=beat, label=label).__enter__()  # memory, sampled as it runs
         print(f"\n=== {nb.name} ({profile}) -> {_short(out)}", flush=True)
         status = "interrupted"  # what this attempt is unless it finishes or fails (the history keeps every attempt)
         try:
@@ -418,16 +419,16 @@ def _run(profile: str, todo: list[tuple[Path, dict]], log_output: bool, rerun: s
             mem.__exit__(None, None, None)
             tidy_report(out, kernel, secrets)
             if status != "finished":  # its time counts in the notebook's run summed over resumptions
-                record_attempt(profile, {"notebook": nb.name, "seconds": round(time.time() - t0, 1),
-                                         "peak_rss_mib": mem.peak_mib, "peak_anon_mib": mem.peak_anon_mib,
-                                         "largest_process_mib": mem.largest_mib}, status)
+                run_history().record_attempt(profile, {"notebook": nb.name, "seconds": round(time.time() - t0, 1),
+                                                       "peak_rss_mib": mem.peak_mib, "peak_anon_mib": mem.peak_anon_mib,
+                                                       "largest_process_mib": mem.largest_mib}, status)
         dt = time.time() - t0
         stale = remove_unwritten([out_dir.parent / "tables", out_dir.parent / "figures"], f"{nb_id(nb)}_", t0)
         if stale:  # an earlier version's outputs this notebook no longer writes: results.csv must not read them
             print(f"removed {len(stale)} output(s) {nb.name} no longer writes: {', '.join(f.name for f in stale)}", flush=True)
         timings.append({"notebook": nb.name, "seconds": round(dt, 1), "peak_rss_mib": mem.peak_mib,
                         "peak_anon_mib": mem.peak_anon_mib, "largest_process_mib": mem.largest_mib})
-        record_attempt(profile, timings[-1])  # at once (a later failure does not lose it); the manifest's "run" too
+        run_history().record_attempt(profile, timings[-1])  # at once (a later failure does not lose it)
         print(f"=== {nb.name} done in {dt / 60:.1f} min", flush=True)
     from helpers.report.reporting import write_requirements_lock  # lazily, as below: reporting imports torch (~2 s)
     from helpers.report.results import write_results
@@ -438,12 +439,12 @@ def _run(profile: str, todo: list[tuple[Path, dict]], log_output: bool, rerun: s
     return timings
 
 
-def record_attempt(profile: str, timing: dict, status: str = "finished") -> None:
-    """:func:`helpers.report.run_history.record_attempt`, imported when a notebook ends: it imports torch (~2 s),
-    which the runner's command-line checks (--help, params) do not need."""
-    from helpers.report.run_history import record_attempt as record
+def run_history():
+    """:mod:`helpers.report.run_history`, imported when a notebook starts: it imports torch (~2 s), which the runner's
+    command-line checks (--help, params) do not need."""
+    from helpers.report import run_history as module
 
-    record(profile, timing, status)
+    return module
 
 
 def _short(p: Path) -> str:

@@ -11,12 +11,20 @@ The sum counts pages that forked processes share once per process, so it is an u
 (notebook 02 reads its packed blocks, ~4 GB at 110M words, to fingerprint them): those are page cache, dropped
 under memory pressure, so ``peak_anon_mib`` (resident minus file-backed pages, from ``statm``) is the memory a run
 needs. Where there is no ``/proc`` (macOS, Windows) all stay ``None``.
+
+With ``heartbeat`` (a path) it also writes what it knows so far, ``label`` plus the seconds since it started and the
+peaks, to that JSON file every ``every`` seconds, and deletes the file when the window closes: a file left behind is
+an attempt whose process was killed without running its ``finally`` (SIGKILL, a session's end, the machine lost),
+which :func:`helpers.report.run_history.start_attempt` records as ``killed`` instead of losing its time.
 """
 from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
+
+from helpers.core.artifacts import write_json
 
 PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
@@ -70,12 +78,24 @@ def descendants_rss(root: int, table: dict[int, tuple[int, int]]) -> tuple[int, 
 class TreePeak:
     """A context manager sampling the memory of this process's descendants every ``interval`` seconds in a thread."""
 
-    def __init__(self, root: int | None = None, interval: float = 0.5, proc: Path = Path("/proc")):
+    def __init__(self, root: int | None = None, interval: float = 0.5, proc: Path = Path("/proc"),
+                 heartbeat: Path | None = None, label: dict | None = None, every: float = 30.0):
         self.root, self.interval, self.proc = root or os.getpid(), interval, proc
         self.available = (proc / str(self.root) / "stat").exists()
         self._peak = self._largest = self._anon = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="storybench-memory")
+        self.heartbeat, self.label, self.every = heartbeat, dict(label or {}), every
+        self._t0 = self._beat = time.time()
+
+    def beat(self) -> None:
+        """Write the heartbeat file now: ``label``, the seconds so far, the peaks and when (see the module's text)."""
+        if self.heartbeat is not None:
+            self._beat = time.time()
+            write_json(self.heartbeat, {**self.label, "seconds": round(self._beat - self._t0, 1),
+                                        "peak_rss_mib": self.peak_mib, "peak_anon_mib": self.peak_anon_mib,
+                                        "largest_process_mib": self.largest_mib,
+                                        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self._beat))})
 
     def sample(self) -> None:
         total, largest = descendants_rss(self.root, process_table(self.proc))
@@ -85,17 +105,24 @@ class TreePeak:
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
             self.sample()
+            if time.time() - self._beat >= self.every:
+                self.beat()
 
     def __enter__(self) -> "TreePeak":
-        if self.available:
+        self._t0 = time.time()
+        self.beat()
+        if self.available or self.heartbeat is not None:
             self._thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
-        if self.available:
+        if self._thread.is_alive():
             self._stop.set()
             self._thread.join()
+        if self.available:
             self.sample()
+        if self.heartbeat is not None:
+            self.heartbeat.unlink(missing_ok=True)
 
     @property
     def peak_mib(self) -> int | None:

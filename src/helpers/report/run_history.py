@@ -1,7 +1,12 @@
-"""Each notebook's runs, as the runner records them: every attempt (finished, interrupted or failed) with its wall time,
-peak memory, revision and CPU in ``reports/<profile>/timings_history.jsonl``, the latest finished time per notebook in
-``timings.json``, and in ``manifest.json`` the notebook's cold run at the current revision summed over its
+"""Each notebook's runs, as the runner records them: every attempt (finished, interrupted, failed or killed) with its
+wall time, peak memory, revision and CPU in ``reports/<profile>/timings_history.jsonl``, the latest finished time per
+notebook in ``timings.json``, and in ``manifest.json`` the notebook's cold run at the current revision summed over its
 resumptions (:func:`cold_run`): a run stopped and resumed counts every attempt until the first that finished.
+
+An attempt killed outright (SIGKILL, a session's end) cannot record itself; its heartbeat file
+(``reports/<profile>/.attempt-<notebook>.json``, rewritten every 30 s by the runner's memory sampler,
+:class:`helpers.core.process_memory.TreePeak`) is left behind, and the next attempt records it (:func:`start_attempt`)
+with the time and peaks of its last heartbeat: at most ~30 s short.
 """
 from __future__ import annotations
 
@@ -14,7 +19,34 @@ from helpers.core.config import reports_dir
 from helpers.core import hardware  # as a module: what runs on the machine is read at call time (and patchable)
 from helpers.report.reporting import git_revision
 
-STATUSES = ("finished", "interrupted", "failed")
+STATUSES = ("finished", "interrupted", "failed", "killed")
+HEARTBEAT_GLOB = ".attempt-*.json"
+
+
+def machine() -> dict:
+    """The revision and CPU fields of a history row (and GPUs where there are some)."""
+    cpu = hardware.cpu_info()
+    row = {"revision": git_revision(), "cpu": cpu["label"], "cpu_flags": cpu["flags"], "cores": cpu["cores"]}
+    if gpus := hardware.gpu_names():
+        row["gpus"] = gpus
+    return row
+
+
+def start_attempt(profile: str, notebook: str) -> tuple[Path, dict]:
+    """Before an attempt of ``notebook``: every heartbeat file left in the profile's reports (an attempt killed
+    outright; the profile's lock lets one runner at a time write there) goes into the history as ``killed``, with
+    its last known seconds and peaks, and is removed. Returns this attempt's heartbeat path and the label its sampler
+    writes into it (notebook, revision, CPU), so that if it is killed too, the next attempt records it likewise."""
+    folder = reports_dir(profile)
+    for beat in sorted(folder.glob(HEARTBEAT_GLOB)):
+        try:
+            row = read_json(beat)
+        except (OSError, ValueError):  # cut mid-write: nothing to record
+            row = None
+        if isinstance(row, dict) and row.get("notebook"):
+            append_jsonl(folder / "timings_history.jsonl", {**row, "status": "killed"})
+        beat.unlink(missing_ok=True)
+    return folder / f".attempt-{Path(notebook).stem}.json", {"notebook": notebook, **machine()}
 
 
 def record_attempt(profile: str, timing: dict, status: str = "finished") -> dict | None:
@@ -24,12 +56,8 @@ def record_attempt(profile: str, timing: dict, status: str = "finished") -> dict
     if status not in STATUSES:
         raise ValueError(f"status must be one of {STATUSES}, not {status!r}")
     folder = reports_dir(profile)
-    cpu = hardware.cpu_info()
-    revision = git_revision()
-    row = {**timing, "status": status, "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-           "revision": revision, "cpu": cpu["label"], "cpu_flags": cpu["flags"], "cores": cpu["cores"]}
-    if gpus := hardware.gpu_names():
-        row["gpus"] = gpus
+    row = {**timing, "status": status, "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **machine()}
+    revision = row["revision"]
     append_jsonl(folder / "timings_history.jsonl", row)
     if status != "finished":
         return None
