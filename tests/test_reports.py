@@ -524,6 +524,20 @@ def test_a_failed_run_keeps_the_times_of_the_notebooks_it_finished(tmp_path, mon
     assert rows[0]["gpus"] == ["Fake GPU"]
 
 
+def quiet_runner_reports(tmp_path, monkeypatch):
+    """The smoke profile's reports folder under ``tmp_path`` for runner tests: no lock file, no results, revision
+    ``abc123``."""
+    from helpers.report import run_history as RH
+
+    monkeypatch.setenv("STORYBENCH_RUNS", str(tmp_path / "runs"))
+    monkeypatch.setenv("STORYBENCH_REPORTS", str(tmp_path / "reports"))
+    monkeypatch.setattr("helpers.report.reporting.write_requirements_lock", lambda profile: None)
+    monkeypatch.setattr("helpers.report.results.write_results", lambda profile, log=None: None)
+    monkeypatch.setattr(RH, "git_revision", lambda: "abc123")
+    rep = tmp_path / "reports" / "smoke"
+    return rep
+
+
 def test_the_manifest_gives_each_notebooks_cold_run_summed_over_resumptions(tmp_path, monkeypatch):
     """A notebook interrupted twice and then finished at one revision: its manifest entry's ``run`` counts three
     attempts (two resumptions) and sums their wall times; a later rerun at that revision (skipping cached work) is
@@ -534,12 +548,7 @@ def test_the_manifest_gives_each_notebooks_cold_run_summed_over_resumptions(tmp_
     from helpers import runner
     from helpers.report import run_history as RH
 
-    monkeypatch.setenv("STORYBENCH_RUNS", str(tmp_path / "runs"))
-    monkeypatch.setenv("STORYBENCH_REPORTS", str(tmp_path / "reports"))
-    monkeypatch.setattr("helpers.report.reporting.write_requirements_lock", lambda profile: None)
-    monkeypatch.setattr("helpers.report.results.write_results", lambda profile, log=None: None)
-    monkeypatch.setattr(RH, "git_revision", lambda: "abc123")
-    rep = tmp_path / "reports" / "smoke"
+    rep = quiet_runner_reports(tmp_path, monkeypatch)
     outcome = iter([KeyboardInterrupt, KeyboardInterrupt, None, None])
 
     def execute(input_path, output_path, **kw):
@@ -584,12 +593,7 @@ def test_an_attempt_killed_outright_is_recorded_by_the_next_from_its_heartbeat(t
     from helpers.core.process_memory import TreePeak
     from helpers.report import run_history as RH
 
-    monkeypatch.setenv("STORYBENCH_RUNS", str(tmp_path / "runs"))
-    monkeypatch.setenv("STORYBENCH_REPORTS", str(tmp_path / "reports"))
-    monkeypatch.setattr("helpers.report.reporting.write_requirements_lock", lambda profile: None)
-    monkeypatch.setattr("helpers.report.results.write_results", lambda profile, log=None: None)
-    monkeypatch.setattr(RH, "git_revision", lambda: "abc123")
-    rep = tmp_path / "reports" / "smoke"
+    rep = quiet_runner_reports(tmp_path, monkeypatch)
     beat, label = RH.start_attempt("smoke", "01_data_budgets.ipynb")  # as the runner starts an attempt
     killed = TreePeak(heartbeat=beat, label=label, every=0.05).__enter__()
     killed._t0 -= 600  # ten minutes in
