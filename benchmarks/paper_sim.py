@@ -69,14 +69,15 @@ def name(words: int) -> str:
     return f"tiny-{words // 1_000_000}M"
 
 
-def fitting_budgets(words: float) -> dict[str, dict]:
+def fitting_budgets(words: float, p01: dict | None = None) -> dict[str, dict]:
     """Overrides naming only the budgets a corpus of ``words`` words can hold: those below 95 % of it (the held-out
     reserve comes first), and the full budget (``tiny-440M``: all of the rest). Empty when every budget fits
     (>= ~106M words). The notebooks that list budgets by name list the kept ones; 03 and 05b's three models become the
-    generator, the largest kept budget and all of it, and 02b studies the largest kept budget."""
+    generator, the largest kept budget and all of it, and 02b studies the largest kept budget. ``p01``: the paper
+    profile's notebook-01 params (read here when not given)."""
     from helpers.core.config import read_yaml
 
-    p01 = read_yaml(ROOT / "params" / "paper" / "01_data_budgets.yaml")
+    p01 = p01 or read_yaml(ROOT / "params" / "paper" / "01_data_budgets.yaml")
     full = int(p01["full_budget"])
     kept = [int(b) for b in p01["tiny_budgets"] if int(b) < 0.95 * words or int(b) == full]
     if len(kept) == len(p01["tiny_budgets"]):
@@ -96,7 +97,7 @@ def overrides_for(root: Path, words: float = 110e6) -> dict[str, dict]:
     paths = {k: scale_01.absolute_paths(p01[k], root / "full")
              for k in ("tinystories_train", "tinystories_valid", "babylm_files", "babylm_heldout_files")}
     out = {"01": paths, **SIM}
-    for nb, o in fitting_budgets(words).items():
+    for nb, o in fitting_budgets(words, p01).items():
         out[nb] = {**out.get(nb, {}), **o}
     return out
 
