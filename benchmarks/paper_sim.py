@@ -73,7 +73,7 @@ def fitting_budgets(words: float, p01: dict | None = None) -> dict[str, dict]:
     """Overrides naming only the budgets a corpus of ``words`` words can hold: those below 95 % of it (the held-out
     reserve comes first), and the full budget (``tiny-440M``: all of the rest). Empty when every budget fits
     (>= ~106M words). The notebooks that list budgets by name list the kept ones; 03 and 05b's three models become the
-    generator, the largest kept budget and all of it, and 02b studies the largest kept budget. ``p01``: the paper
+    generator, the largest kept budget and all of it, and 02b and 03's self-BLEU use the largest kept budget. ``p01``: the paper
     profile's notebook-01 params (read here when not given)."""
     from helpers.core.config import read_yaml
 
@@ -85,7 +85,7 @@ def fitting_budgets(words: float, p01: dict | None = None) -> dict[str, dict]:
     names = [name(b) for b in kept]
     three = list(dict.fromkeys([THREE[0], names[-2], names[-1]]))
     return {"01": {"tiny_budgets": kept}, "02": {"budgets": names}, "02b": {"budget": names[-2]},
-            "03": {"models": three}, "05": {"decoders": names}, "05b": {"models": three}}
+            "03": {"models": three, "selfbleu_models": [names[-2]]}, "05": {"decoders": names}, "05b": {"models": three}}
 
 
 def overrides_for(root: Path, words: float = 110e6) -> dict[str, dict]:

@@ -536,5 +536,6 @@ def test_paper_sim_below_the_largest_budgets_runs_only_the_budgets_the_corpus_ho
     assert small["02"]["budgets"] == small["05"]["decoders"] == ["tiny-5M", "tiny-10M", "tiny-440M"]
     assert small["03"]["models"] == small["05b"]["models"] == ["tiny-5M", "tiny-10M", "tiny-440M"]
     assert small["02b"]["budget"] == "tiny-10M" and small["03"]["max_words"] == sim.SIM["03"]["max_words"]
+    assert small["03"]["selfbleu_models"] == ["tiny-10M"]  # the paper's tiny-50M is not there (a KeyError in 03)
     runner.plan("paper", runner.notebooks(), small)
     assert sim.fitting_budgets(110e6) == {} and sim.overrides_for(tmp_path, 110e6)["03"] == sim.SIM["03"]
