@@ -20,3 +20,14 @@ def which_gpu(x):
 
     time.sleep(0.3)  # long enough that both workers take jobs
     return {"gpu": os.environ.get("CUDA_VISIBLE_DEVICES"), "pid": os.getpid(), "x": x}
+
+
+def die(x):
+    """Job 1 kills its own worker process outright (as the out-of-memory killer does); the others return."""
+    import signal
+    import time
+
+    if x == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    time.sleep(0.5)
+    return x

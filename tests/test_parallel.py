@@ -1,10 +1,13 @@
 """helpers.core.parallel: independent jobs in worker processes give the same results as in the caller."""
+import contextlib
 import os
+import signal
+import sys
 
 import pytest
 
 from helpers.core import parallel
-from parallel_jobs import fail, square, which_gpu
+from parallel_jobs import die, fail, square, which_gpu
 
 
 def test_resolve_workers():
@@ -41,6 +44,39 @@ def test_a_failing_job_names_itself():
     with pytest.raises(parallel.JobError, match=r"job 'b' failed in its worker process: ValueError: bad input 2"):
         parallel.run_jobs(fail, {"b": dict(x=2), "c": dict(x=3)},
                           workers=2, threads=2)
+
+
+@contextlib.contextmanager
+def fails_after(seconds: int):
+    """A hang fails the test instead of the suite: SIGALRM interrupts the caller's wait."""
+    def stop(*_):
+        raise TimeoutError(f"still waiting after {seconds} s")
+    old = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def test_a_worker_killed_outright_stops_the_pool_instead_of_hanging():
+    """multiprocessing.Pool replaces a killed worker and drops its job: the caller must notice and say so."""
+    with fails_after(60), pytest.raises(parallel.JobError, match=r"a worker process died \(pid \d+ killed by signal 9 "
+                                                                 r"\(SIGKILL: out of memory, or a kill\)\) with job\(s\) .*'b'"):
+        parallel.run_jobs(die, {"a": dict(x=0), "b": dict(x=1), "c": dict(x=2)}, workers=2, threads=2, lone_tail_in_caller=False)
+
+
+def test_a_job_function_the_workers_cannot_import_is_an_error_not_a_hang(tmp_path, monkeypatch):
+    """The function travels by module and name and is imported in the worker: a module only the caller can see (a
+    test once put another ``parallel_jobs`` first on the path) comes back as the job's error."""
+    (tmp_path / "only_here.py").write_text("def f(x):\n    return x\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from only_here import f
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p != str(tmp_path)])
+    with fails_after(60), pytest.raises(parallel.JobError, match=r"job 'a' failed in its worker process: "
+                                                                 r"ModuleNotFoundError: No module named 'only_here'"):
+        parallel.run_jobs(f, {"a": dict(x=1), "b": dict(x=2)}, workers=2, threads=2)
 
 
 def test_a_lone_last_job_runs_in_the_caller_with_all_threads():

@@ -11,12 +11,14 @@ there is one job), else in a pool of ``spawn`` processes with ``threads // worke
 that would run alone in the pool (5 jobs on 2 workers: rounds of 2, 2 and 1) runs instead in the calling process
 with all ``threads`` once the pool is done, rather than on one thread beside an idle core. What a
 worker prints comes back to the caller line by line, prefixed with the job's name, so an executed notebook keeps
-its logs; an error in a job stops the pool and is raised in the caller with the job's name. Every job the study
-runs this way writes its result atomically and skips itself when finished, so an interrupted pool loses at most
+its logs; an error in a job stops the pool and is raised in the caller with the job's name, and so does a worker
+process that dies (killed, out of memory), whose job the pool would otherwise drop while the caller waits. Every job
+the study runs this way writes its result atomically and skips itself when finished, so an interrupted pool loses at most
 the runs in flight, which resume from their last checkpoint.
 """
 from __future__ import annotations
 
+import importlib
 import multiprocessing as mp
 import os
 import queue as _queue
@@ -133,12 +135,12 @@ def _init(q, threads: int, path: list[str], devices=None) -> None:
     sys.stdout, sys.stderr = _QueueStream(q, "out"), _QueueStream(q, "err")
 
 
-def _call(fn: Callable, name: str, kwargs: dict) -> tuple[str, Any, str | None]:
+def _call(fn: tuple[str, str], name: str, kwargs: dict) -> tuple[str, Any, str | None]:
     global _TAG
 
     _TAG = name
-    try:
-        out = fn(**kwargs)
+    try:  # the job's function by module and name, imported here: an import error comes back as the job's error
+        out = getattr(importlib.import_module(fn[0]), fn[1])(**kwargs)
         return name, out, None
     except BaseException:  # noqa: BLE001 - sent back whole, raised in the caller
         return name, None, traceback.format_exc()
@@ -147,6 +149,16 @@ def _call(fn: Callable, name: str, kwargs: dict) -> tuple[str, Any, str | None]:
             if isinstance(s, _QueueStream) and s.buf.strip():
                 s.write("\n")
         _TAG = ""
+
+
+def _dead_workers(procs: Sequence) -> str:
+    """The pool's worker processes that ended while jobs were pending, in words ('' when none did). A worker killed
+    (the out-of-memory killer's SIGKILL) takes its job with it: ``multiprocessing.Pool`` starts another worker and
+    never returns that job, so :func:`run_jobs` would wait forever without this check."""
+    dead = [p for p in procs if p.exitcode is not None]
+    return "; ".join(f"pid {p.pid} " + (f"killed by signal {-p.exitcode}" + (" (SIGKILL: out of memory, or a kill)"
+                                         if p.exitcode == -9 else "") if p.exitcode < 0 else f"exited with {p.exitcode}")
+                     for p in dead)
 
 
 def _drain(q) -> None:
@@ -195,14 +207,19 @@ def run_jobs(fn: Callable[..., Any], jobs: Mapping[str, dict], workers: int | st
         for i in range(n):
             devices.put(gpus[i % len(gpus)])
     pool = ctx.Pool(n, initializer=_init, initargs=(q, each, list(sys.path), devices))
+    procs = list(pool._pool)  # the workers started: none ends before close() unless it dies (see _dead_workers)
     results: dict[str, Any] = {}
     t0 = time.time()
     try:
-        pending = {name: pool.apply_async(_call, (fn, name, kw)) for name, kw in pooled.items()}
+        target = (fn.__module__, fn.__qualname__)
+        pending = {name: pool.apply_async(_call, (target, name, kw)) for name, kw in pooled.items()}
         with progress(total=len(pooled), desc=desc, unit="job") as bar:
             while pending:
                 time.sleep(0.2)
                 _drain(q)
+                if dead := _dead_workers(procs):
+                    raise JobError(f"{desc}: a worker process died ({dead}) with job(s) {', '.join(map(repr, pending))} "
+                                   "pending; its job is lost, so the pool stops (the runs that finished are kept)")
                 for name in [k for k, r in pending.items() if r.ready()]:
                     _, out, err = pending.pop(name).get()
                     if err is not None:
