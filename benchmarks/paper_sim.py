@@ -66,6 +66,7 @@ SIM = {
 
 
 def name(words: int) -> str:
+    """Notebook 01's name of a TinyStories budget of ``words`` (whole millions here: ``tiny-5M``)."""
     return f"tiny-{words // 1_000_000}M"
 
 

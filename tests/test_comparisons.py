@@ -192,6 +192,24 @@ def test_decoder_seeds_add_a_named_run_per_further_seed_of_a_budget():
         decoder_seeds(["s"], {"x": [1]}, 42)
 
 
+def test_named_decoders_must_be_runs_notebook_02_trains():
+    from helpers.training.seed_axis import named_decoder_problems
+    p02 = {"budgets": ["tiny-1M", "tiny-2M"], "seeds": {"tiny-1M": [42, 7]}, "train": {"seed": 42}}
+    good = {"03": {"models": ["tiny-1M", "tiny-2M"], "selfbleu_models": ["tiny-2M"], "generator": "tiny-1M"},
+            "05": {"decoders": ["tiny-1M", "tiny-1M (seed 7)", "tiny-1M (plain)", "tiny-1M (plain) (seed 7)"]},
+            "06": {"models": ["tiny-2M"]}, "04": {"models": ["anything"]}}  # 04 names encoders: not checked
+    assert named_decoder_problems(good, p02) == []
+    bad = {"03": {"models": ["tiny-1M"], "selfbleu_models": ["tiny-2M"], "generator": "tiny-5M"},
+           "05": {"decoders": ["tiny-2M (seed 7)", "tiny-2M (plain) (seed 13)"]}, "05b": {"models": ["tiny-1M"]}}
+    out = named_decoder_problems(bad, p02)
+    assert out[0].startswith("03.generator: 'tiny-5M' not trained by notebook 02 (its runs: tiny-1M, tiny-1M (seed 7), tiny-2M)")
+    assert out[1].startswith("05.decoders: 'tiny-2M (seed 7)', 'tiny-2M (plain) (seed 13)' not trained")
+    assert out[2] == "03.selfbleu_models: 'tiny-2M' not among 03.models (whose stories it reads)" and len(out) == 3
+    assert named_decoder_problems(good, {**p02, "seeds": {"tiny-5M": [7]}}) == [
+        "02.seeds: seeds given for budgets that are not trained: tiny-5M (budgets: tiny-1M, tiny-2M)"]
+    assert named_decoder_problems(good, None) == []  # no notebook 02 to check against
+
+
 def test_tidy_zero_shot_keys_rows_by_kind_model_seed_task_item():
     from types import SimpleNamespace
     rows = [{"task": "blimp", "paradigm": "p", "pair_id": str(i), "correct": bool(i % 2)} for i in range(4)]

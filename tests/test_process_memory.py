@@ -63,10 +63,12 @@ def test_no_proc_gives_none(tmp_path):
 
 def test_heartbeat_file_holds_the_label_and_the_time_so_far_and_goes_when_the_window_closes(tmp_path):
     beat = tmp_path / "reports" / ".attempt-01.json"
-    with M.TreePeak(interval=0.02, heartbeat=beat, label={"notebook": "01.ipynb"}, every=0.05):
+    with M.TreePeak(interval=0.02, heartbeat=beat, label={"notebook": "01.ipynb"}, every=0.05) as mem:
         time.sleep(0.3)
         row = json.loads(beat.read_text())
-    assert row["notebook"] == "01.ipynb" and 0.05 <= row["seconds"] <= 5 and "peak_anon_mib" in row and row["finished"]
+    assert row["notebook"] == "01.ipynb" and 0.05 <= row["seconds"] <= 5 and row["finished"]
+    assert set(mem.peaks()) == {k for k in row if k.endswith("_mib")} == {"peak_rss_mib", "peak_anon_mib", "largest_process_mib"}
+    assert mem.peaks()["peak_rss_mib"] == mem.peak_mib
     assert not beat.exists()
     with M.TreePeak(proc=tmp_path / "none", heartbeat=beat, label={"notebook": "02.ipynb"}) as mem:  # no /proc
         assert json.loads(beat.read_text())["notebook"] == "02.ipynb"  # written at the start, whatever the sampling

@@ -145,6 +145,19 @@ def test_a_bad_limit_per_task_is_refused_before_anything_runs(repo, new, message
     runner.plan("smoke", runner.notebooks())  # one number per task (null: every pair) is a valid limit
 
 
+def test_a_decoder_notebook_02_does_not_train_is_refused_before_anything_runs():
+    """The real smoke profile: 03-06 name decoders of 02's budgets; a budget dropped from 02 is named at once (a
+    run once reached notebook 03 and stopped there on a KeyError)."""
+    runner.plan("smoke", runner.notebooks())
+    with pytest.raises(runner.RunnerError) as e:
+        runner.plan("smoke", runner.notebooks(), {"02": {"budgets": ["tiny-10k", "tiny-20k"], "seeds": {"tiny-10k": [42, 7]}}})
+    lines = str(e.value).splitlines()[1:]
+    assert any(x.startswith("  - 03.models: 'tiny-40k' not trained by notebook 02") for x in lines), lines
+    assert any(x.startswith("  - 05.decoders: 'tiny-40k', 'tiny-40k (seed 7)', 'tiny-40k (plain)'") for x in lines), lines
+    with pytest.raises(runner.RunnerError, match=r"03.selfbleu_models: 'tiny-40k' not among 03.models"):
+        runner.plan("smoke", runner.select(runner.notebooks(), "03", None), {"03": {"models": ["tiny-10k"]}})
+
+
 def test_yaml_syntax_error_is_one_line_naming_file_and_line(repo, capsys):
     edit_params(repo, "02", "valid_blocks: 8\n", "valid_blocks: [8\n")
     with pytest.raises(runner.RunnerError, match=r"params/smoke/02_decoder_training.yaml:\d+:\d+: YAML syntax error"):

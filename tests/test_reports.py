@@ -581,6 +581,10 @@ def test_the_manifest_gives_each_notebooks_cold_run_summed_over_resumptions(tmp_
     assert RH.cold_run(hist, "a.ipynb", "r2") is None
     with pytest.raises(ValueError, match="status"):
         RH.record_attempt("smoke", {"notebook": "a.ipynb", "seconds": 1.0}, "paused")
+    # the revision and CPU an attempt started with (start_attempt's label), not the tree's when it ends
+    RH.record_attempt("smoke", {"notebook": "a.ipynb", "seconds": 1.0}, "failed", {"notebook": "x", "revision": "r0", "cpu": "c"})
+    last = json.loads((rep / "timings_history.jsonl").read_text().splitlines()[-1])
+    assert (last["notebook"], last["revision"], last["cpu"], last["status"]) == ("a.ipynb", "r0", "c", "failed")
 
 
 def test_an_attempt_killed_outright_is_recorded_by_the_next_from_its_heartbeat(tmp_path, monkeypatch):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import json
 import os
 import re
@@ -29,6 +30,7 @@ from helpers.core.overrides import (parse_overrides, set_arguments, shown_varian
 from helpers.core.config import (ParamsError, apply_overrides, check_params, check_profile, params_file, profiles, read_yaml,
                                  repo_root, reports_dir, run_dir, shown_path)
 from helpers.core.secrets import mask_secrets, redact, secret_values
+from helpers.training.seed_axis import DECODER_PARAMS, named_decoder_problems
 
 
 class RunnerError(RuntimeError):
@@ -155,6 +157,10 @@ def plan(profile: str, nbs: list[Path], overrides: dict[str, dict[str, Any]] | N
         if "profile" not in declared:
             errors.append(f"{nb.name}: the parameters cell must declare `profile`")
         out.append((nb, {**params, "profile": profile}))
+    named = {nb_id(nb).split("_")[0]: p for nb, p in out}
+    if not errors and set(named) & set(DECODER_PARAMS):  # the decoders 03-06 name: does notebook 02 train them?
+        with contextlib.suppress(FileNotFoundError, ValueError, ParamsError):  # 02's file when 02 is not in this run
+            errors += named_decoder_problems(named, named.get("02") or read_yaml(params_file(profile, "02")))
     if errors:
         if len(errors) == 1:
             raise RunnerError(f"parameter check failed: {errors[0]}")
@@ -420,15 +426,13 @@ def _run(profile: str, todo: list[tuple[Path, dict]], log_output: bool, rerun: s
             tidy_report(out, kernel, secrets)
             if status != "finished":  # its time counts in the notebook's run summed over resumptions
                 run_history().record_attempt(profile, {"notebook": nb.name, "seconds": round(time.time() - t0, 1),
-                                                       "peak_rss_mib": mem.peak_mib, "peak_anon_mib": mem.peak_anon_mib,
-                                                       "largest_process_mib": mem.largest_mib}, status)
+                                                       **mem.peaks()}, status, label)
         dt = time.time() - t0
         stale = remove_unwritten([out_dir.parent / "tables", out_dir.parent / "figures"], f"{nb_id(nb)}_", t0)
         if stale:  # an earlier version's outputs this notebook no longer writes: results.csv must not read them
             print(f"removed {len(stale)} output(s) {nb.name} no longer writes: {', '.join(f.name for f in stale)}", flush=True)
-        timings.append({"notebook": nb.name, "seconds": round(dt, 1), "peak_rss_mib": mem.peak_mib,
-                        "peak_anon_mib": mem.peak_anon_mib, "largest_process_mib": mem.largest_mib})
-        run_history().record_attempt(profile, timings[-1])  # at once (a later failure does not lose it)
+        timings.append({"notebook": nb.name, "seconds": round(dt, 1), **mem.peaks()})
+        run_history().record_attempt(profile, timings[-1], label=label)  # at once (a later failure does not lose it)
         print(f"=== {nb.name} done in {dt / 60:.1f} min", flush=True)
     from helpers.report.reporting import write_requirements_lock  # lazily, as below: reporting imports torch (~2 s)
     from helpers.report.results import write_results
@@ -440,8 +444,7 @@ def _run(profile: str, todo: list[tuple[Path, dict]], log_output: bool, rerun: s
 
 
 def run_history():
-    """:mod:`helpers.report.run_history`, imported when a notebook starts: it imports torch (~2 s), which the runner's
-    command-line checks (--help, params) do not need."""
+    """:mod:`helpers.report.run_history`, imported when a notebook starts: it imports torch (~2 s); --help does not."""
     from helpers.report import run_history as module
 
     return module

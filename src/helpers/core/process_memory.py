@@ -92,10 +92,13 @@ class TreePeak:
         """Write the heartbeat file now: ``label``, the seconds so far, the peaks and when (see the module's text)."""
         if self.heartbeat is not None:
             self._beat = time.time()
-            write_json(self.heartbeat, {**self.label, "seconds": round(self._beat - self._t0, 1),
-                                        "peak_rss_mib": self.peak_mib, "peak_anon_mib": self.peak_anon_mib,
-                                        "largest_process_mib": self.largest_mib,
+            write_json(self.heartbeat, {**self.label, "seconds": round(self._beat - self._t0, 1), **self.peaks(),
                                         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self._beat))})
+
+    def peaks(self) -> dict[str, int | None]:
+        """The peaks as a history row names them: all resident, anonymous, the largest one process (MiB; None
+        without ``/proc``)."""
+        return {"peak_rss_mib": self.peak_mib, "peak_anon_mib": self.peak_anon_mib, "largest_process_mib": self.largest_mib}
 
     def sample(self) -> None:
         total, largest = descendants_rss(self.root, process_table(self.proc))

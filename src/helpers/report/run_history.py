@@ -49,14 +49,16 @@ def start_attempt(profile: str, notebook: str) -> tuple[Path, dict]:
     return folder / f".attempt-{Path(notebook).stem}.json", {"notebook": notebook, **machine()}
 
 
-def record_attempt(profile: str, timing: dict, status: str = "finished") -> dict | None:
+def record_attempt(profile: str, timing: dict, status: str = "finished", label: dict | None = None) -> dict | None:
     """Append one attempt of a notebook (``timing``: ``notebook``, ``seconds``, peak memory) to the history with its
-    ``status``, date, revision and CPU; a finished one also updates ``timings.json`` and the notebook's manifest entry
+    ``status``, date, revision and CPU (``label``: :func:`start_attempt`'s, the revision the attempt started at; else
+    :func:`machine` now); a finished one also updates ``timings.json`` and the notebook's manifest entry
     (``run``: :func:`cold_run`). Returns that summary (None for an unfinished attempt or a notebook without an entry)."""
     if status not in STATUSES:
         raise ValueError(f"status must be one of {STATUSES}, not {status!r}")
     folder = reports_dir(profile)
-    row = {**timing, "status": status, "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **machine()}
+    here = {k: v for k, v in label.items() if k != "notebook"} if label else machine()
+    row = {**timing, "status": status, "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **here}
     revision = row["revision"]
     append_jsonl(folder / "timings_history.jsonl", row)
     if status != "finished":

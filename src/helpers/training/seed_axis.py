@@ -46,3 +46,36 @@ def decoder_seeds(budgets: Sequence[str], seeds: Mapping[str, Sequence[int]] | N
     runs = [{"name": b, "budget": b, "seeds": list(dict.fromkeys([int(default_seed), *map(int, seeds.get(b, ()))]))}
             for b in budgets]
     return [(r["name"], r["budget"], r["seed"]) for r in expand_seeds(runs, default_seed)]
+
+
+# the params by which later notebooks name notebook 02's decoders (a notebook runs these models; 02b trains its own)
+DECODER_PARAMS = {"03": ("models", "selfbleu_models", "generator"), "05": ("decoders",), "05b": ("models",),
+                  "06": ("models",)}
+
+
+def named_decoder_problems(params: Mapping[str, dict], p02: dict) -> list[str]:
+    """What the notebooks' ``params`` (``{"03": {...}, ...}``) name as decoders that notebook 02 (``p02``: its
+    budgets, seeds and ``train.seed``) does not train: each name must be a run of :func:`decoder_seeds` or its plain
+    model (``"<budget> (plain)"``, ``"<budget> (plain) (seed N)"``); and 03's ``selfbleu_models`` must be among its
+    ``models`` (whose stories it reads). One message per problem, said before anything runs."""
+    if not isinstance(p02, dict):
+        return []
+    try:
+        runs = decoder_seeds(p02.get("budgets") or [], p02.get("seeds"), int((p02.get("train") or {}).get("seed", 42)))
+    except ValueError as e:  # seeds for budgets not trained: notebook 02 would stop there
+        return [f"02.seeds: {e}"]
+    except TypeError:  # malformed: the type checks report it
+        return []
+    known = {n for n, _, _ in runs} | {f"{b} (plain){n[len(b):]}" for n, b, _ in runs}
+    out = []
+    for nb, keys in DECODER_PARAMS.items():
+        for key in keys:
+            names = params.get(nb, {}).get(key)
+            names = [names] if isinstance(names, str) else list(names or [])
+            if missing := [n for n in names if n not in known]:
+                out.append(f"{nb}.{key}: {', '.join(map(repr, missing))} not trained by notebook 02 (its runs: "
+                           f"{', '.join(n for n, _, _ in runs)})")
+    p03 = params.get("03", {})
+    if extra := [n for n in p03.get("selfbleu_models") or [] if n not in (p03.get("models") or [])]:
+        out.append(f"03.selfbleu_models: {', '.join(map(repr, extra))} not among 03.models (whose stories it reads)")
+    return out
