@@ -73,3 +73,20 @@ def test_heartbeat_file_holds_the_label_and_the_time_so_far_and_goes_when_the_wi
     with M.TreePeak(proc=tmp_path / "none", heartbeat=beat, label={"notebook": "02.ipynb"}) as mem:  # no /proc
         assert json.loads(beat.read_text())["notebook"] == "02.ipynb"  # written at the start, whatever the sampling
     assert mem.peak_mib is None and not beat.exists()
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists() or sys.platform != "linux", reason="reads /proc (glibc Linux)")
+def test_release_freed_memory_gives_a_heap_hole_back():
+    """The known answer: 128 MiB of 64 KiB blocks (under glibc's mmap threshold, so on the heap) freed below one block
+    still in use is a hole the heap keeps (free() returns only the top); the call gives it back."""
+    def rss_mib():
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) / 1024 for line in f if line.startswith("VmRSS"))
+
+    blocks = [bytearray(64 * 1024) for _ in range(2048)]
+    top = blocks[-1]
+    del blocks
+    held = rss_mib()
+    assert M.release_freed_memory() is True
+    assert held - rss_mib() > 64, "the freed hole was not given back"
+    assert len(top) == 64 * 1024  # the block above the hole is still there

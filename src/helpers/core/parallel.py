@@ -27,6 +27,7 @@ import time
 import traceback
 from typing import Any, Callable, Mapping, Sequence
 
+from helpers.core.process_memory import release_freed_memory
 from helpers.core.progress import progress
 
 _TAG = ""  # the name of the job a worker runs (prefix of what it prints)
@@ -149,6 +150,7 @@ def _call(fn: tuple[str, str], name: str, kwargs: dict) -> tuple[str, Any, str |
             if isinstance(s, _QueueStream) and s.buf.strip():
                 s.write("\n")
         _TAG = ""
+        release_freed_memory()  # the next job in this worker starts from what it needs, not the last one's heap
 
 
 def _dead_workers(procs: Sequence) -> str:

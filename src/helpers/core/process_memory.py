@@ -19,6 +19,7 @@ which :func:`helpers.report.run_history.start_attempt` records as ``killed`` ins
 """
 from __future__ import annotations
 
+import ctypes
 import os
 import threading
 import time
@@ -27,6 +28,29 @@ from pathlib import Path
 from helpers.core.artifacts import write_json
 
 PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+_LIBC: object = None  # glibc, loaded on first use (False where there is none)
+
+
+def release_freed_memory() -> bool:
+    """Give the memory the C heap holds free back to the system (glibc's ``malloc_trim(0)``); False where there is
+    no glibc (macOS, Windows, musl), a no-op there.
+
+    Tensors on the CPU come from the C allocator, which keeps what they free for later: a training process's resident
+    memory grows with its steps (the LTG-BERT ``cpu`` preset, 32 × 128 tokens, one thread: 2,402 MiB after 300 steps
+    from 427 before; ``benchmarks/heap_trim.py`` on an AMD EPYC Zen 3). The training loop calls this after each
+    evaluation and :func:`helpers.core.parallel.run_jobs` after each job of a worker process; every 50 steps it left a
+    peak of 1,587 MiB (0.66×) and 467 MiB at the end, in the same time (1.00×), with the same losses."""
+    global _LIBC
+    if _LIBC is None:
+        try:
+            _LIBC = ctypes.CDLL("libc.so.6")
+            _LIBC.malloc_trim  # noqa: B018 - present in glibc only
+        except (OSError, AttributeError):
+            _LIBC = False
+    if not _LIBC:
+        return False
+    _LIBC.malloc_trim(0)
+    return True
 
 
 def process_table(proc: Path = Path("/proc"), anon: bool = False) -> dict[int, tuple[int, int]]:

@@ -45,6 +45,7 @@ from transformers import GPTNeoForCausalLM
 from helpers.core.artifacts import append_jsonl, atomic_path, read_json, stamp_model_folder, write_json
 from helpers.core.config import shown_path
 from helpers.core.hardware import autocast_context, compute_device, resolve_precision
+from helpers.core.process_memory import release_freed_memory
 from helpers.core.progress import progress as progress_bar
 from helpers.core.seeding import seed_everything
 from helpers.data.blocks import PackedBlocks
@@ -339,6 +340,7 @@ def train(
                 if bar is not None:
                     bar.set_postfix(loss=f"{loss_val:.3f}", tok_s=f"{tps:,.0f}", refresh=False)
             if s % cfg.eval_every == 0 or s == total:
+                release_freed_memory()  # the heap's free memory back to the system (it grows with the steps otherwise)
                 vloss = evaluate(model, valid_data, micro, loss_fn, device)
                 if d.main:
                     _log(log_path, {"step": s, "split": "valid", "loss": vloss, "tokens": state["tokens_seen"],
